@@ -1,0 +1,26 @@
+"""FlexA-Mem: write every unit of history once, render a fresh memory for every call's budget."""
+
+from .config import FlexAMemConfig
+from .memory import FlexAMem
+from .messages import Message, MessageError, ToolCall
+from .protocols import Embedder, RecordWriter, Store, Tokenizer
+from .render import BudgetError, Rendered
+from .stores import InMemoryStore
+from .writers import LLMRecordWriter, RuleRecordWriter
+
+__all__ = [
+    "BudgetError",
+    "Embedder",
+    "FlexAMem",
+    "FlexAMemConfig",
+    "InMemoryStore",
+    "LLMRecordWriter",
+    "Message",
+    "MessageError",
+    "RecordWriter",
+    "Rendered",
+    "RuleRecordWriter",
+    "Store",
+    "Tokenizer",
+    "ToolCall",
+]

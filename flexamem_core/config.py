@@ -1,0 +1,60 @@
+"""One typed, validated config holding every setting of DESIGN.md section 7."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+Mode = Literal["unit", "piece"]
+HistoryKind = Literal["agent", "reader"]
+
+
+class FlexAMemConfig(BaseModel):
+    """Settings of the method. Defaults are the paper's (DESIGN.md section 7).
+
+    ``mode`` picks the recovery: ``unit`` (default, for agents) or ``piece`` (questions over
+    a history). ``history`` picks how messages become units: ``agent`` steps packed to
+    ``agent_unit_tokens`` or ``reader`` spans cut at user turns.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    budget: int = Field(8000, gt=0, description="B: the model's context budget in tokens")
+    mode: Mode = "unit"
+    history: HistoryKind = "agent"
+    safety_margin: float = Field(0.95, gt=0, le=1, description="B_bar = margin * B")
+    agent_unit_tokens: int = Field(1000, gt=0)
+    reader_unit_tokens: int = Field(2000, gt=0)
+    window_share: float = Field(0.25, ge=0, le=1, description="recent window: B * share (agents)")
+    record_words: int = Field(80, gt=0)
+    merged_record_words: int = Field(120, gt=0)
+    merged_record_cut_words: int = Field(150, gt=0)
+    merge_fanin: int = Field(4, ge=2, description="records merged into one merged record")
+    links_per_note: int = Field(3, ge=0)
+    piece_tokens: int = Field(150, gt=0, description="kappa")
+    seeds: int = Field(10, ge=0, description="k")
+    link_discount: float = Field(0.9, ge=0, le=1, description="lambda")
+    excerpt_tokens: int = Field(300, ge=0, description="E")
+    timeline_share: float = Field(0.25, ge=0, le=1, description="rho")
+    bm25_k1: float = Field(1.2, ge=0)
+    bm25_b: float = Field(0.75, ge=0, le=1)
+    excerpts: bool = Field(True, description="ablation switch: False = raw or record only")
+    recovery: bool = Field(True, description="ablation switch: False = timeline only")
+    random_candidates: bool = Field(False, description="control: every unit a candidate, hashed order")
+    embedding_batch_size: int = Field(8, gt=0)
+
+    @model_validator(mode="after")
+    def _check(self) -> FlexAMemConfig:
+        if self.merged_record_cut_words < self.merged_record_words:
+            raise ValueError("merged_record_cut_words must be >= merged_record_words")
+        return self
+
+    @property
+    def effective_budget(self) -> int:
+        """B_bar, the budget the rendered context must stay within."""
+        return int(self.budget * self.safety_margin)
+
+    def with_budget(self, budget: int) -> FlexAMemConfig:
+        """A copy with another budget (validated)."""
+        return FlexAMemConfig(**{**self.model_dump(), "budget": budget})

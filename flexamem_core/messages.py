@@ -1,0 +1,201 @@
+"""A small framework-neutral message type that every adapter converts to and from.
+
+Adapters translate their framework's messages into :class:`Message` (never mutating the
+host's objects) and translate the rendered messages back. Content may be a string or a
+list of content parts; non-text parts are kept verbatim in the store and shown to the
+memory as a short placeholder.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Role = Literal["system", "user", "assistant", "tool"]
+ROLES: frozenset[str] = frozenset({"system", "user", "assistant", "tool"})
+
+#: Control characters that are removed from text shown to a model (tab/newline/CR kept).
+_CONTROL = {c: None for c in range(32) if c not in (9, 10, 13)} | {127: None}
+
+
+class MessageError(ValueError):
+    """Raised for a message that cannot be understood (unknown role, bad content)."""
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One tool call of an assistant message; ``arguments`` is the JSON (or raw) string."""
+
+    name: str
+    arguments: str = ""
+    id: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "name": self.name, "arguments": self.arguments}
+
+    @classmethod
+    def from_any(cls, value: Any) -> ToolCall:
+        """Accept a ToolCall, an OpenAI-style dict or a LangChain-style dict."""
+        if isinstance(value, ToolCall):
+            return value
+        if not isinstance(value, Mapping):
+            raise MessageError(f"tool call must be a mapping, got {type(value).__name__}")
+        fn = value.get("function") if isinstance(value.get("function"), Mapping) else None
+        name = (fn or value).get("name")
+        args = (fn or value).get("arguments", (fn or value).get("args", ""))
+        if not isinstance(args, str):
+            args = json.dumps(args, sort_keys=True, ensure_ascii=False, default=str)
+        call_id = value.get("id")
+        return cls(name=str(name or "unknown_tool"), arguments=args,
+                   id=str(call_id) if call_id not in (None, "") else None)
+
+
+@dataclass(frozen=True)
+class Message:
+    """One chat message. Frozen: the library never mutates a message it was given.
+
+    ``metadata`` is not part of equality; readers may set ``session``, ``date`` and
+    ``speaker`` there so sessions cut units and records say who spoke when.
+    """
+
+    role: Role
+    content: str | tuple[Mapping[str, Any], ...] = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+    id: str | None = None
+    name: str | None = None
+    metadata: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        if self.role not in ROLES:
+            raise MessageError(f"unknown role {self.role!r}; expected one of {sorted(ROLES)}")
+        if isinstance(self.content, list):
+            object.__setattr__(self, "content", tuple(self.content))
+        elif self.content is None:
+            object.__setattr__(self, "content", "")
+        elif not isinstance(self.content, (str, tuple)):
+            raise MessageError(f"content must be str or a list of parts, not {type(self.content).__name__}")
+        if not isinstance(self.tool_calls, tuple):
+            object.__setattr__(self, "tool_calls", tuple(ToolCall.from_any(c) for c in self.tool_calls))
+
+    @property
+    def text(self) -> str:
+        """The content as text: text parts joined, other parts as a short placeholder."""
+        return content_text(self.content)
+
+    def fingerprint(self) -> str:
+        """A stable hash of what the message says (id excluded), used to detect edits."""
+        h = hashlib.sha256()
+        h.update(self.role.encode())
+        h.update(b"\x00" + json.dumps(_jsonable_content(self.content), sort_keys=True,
+                                      ensure_ascii=False, default=str).encode("utf-8", "surrogatepass"))
+        for call in self.tool_calls:
+            h.update(b"\x01" + f"{call.id}\x02{call.name}\x02{call.arguments}".encode("utf-8", "surrogatepass"))
+        h.update(b"\x03" + str(self.tool_call_id).encode() + b"\x03" + str(self.name).encode())
+        return h.hexdigest()
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serialisable form, the verbatim copy kept in the store."""
+        return {
+            "role": self.role,
+            "content": _jsonable_content(self.content),
+            "tool_calls": [c.to_dict() for c in self.tool_calls],
+            "tool_call_id": self.tool_call_id,
+            "id": self.id,
+            "name": self.name,
+            "metadata": dict(self.metadata),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Message:
+        """Build from :meth:`to_dict` output or an OpenAI-style message dict."""
+        if not isinstance(data, Mapping):
+            raise MessageError(f"message must be a mapping, got {type(data).__name__}")
+        role = data.get("role")
+        if role not in ROLES:
+            raise MessageError(f"unknown role {role!r}; expected one of {sorted(ROLES)}")
+        content = data.get("content")
+        if isinstance(content, list):
+            content = tuple(dict(p) if isinstance(p, Mapping) else {"type": "text", "text": str(p)}
+                            for p in content)
+        elif content is not None and not isinstance(content, str):
+            content = str(content)
+        return cls(
+            role=role,
+            content=content or "",
+            tool_calls=tuple(ToolCall.from_any(c) for c in (data.get("tool_calls") or ())),
+            tool_call_id=data.get("tool_call_id"),
+            id=data.get("id"),
+            name=data.get("name"),
+            metadata=dict(data.get("metadata") or {}),
+        )
+
+
+def _jsonable_content(content: str | tuple[Mapping[str, Any], ...]) -> Any:
+    if isinstance(content, str):
+        return content
+    return [dict(p) for p in content]
+
+
+def clean_text(text: str) -> str:
+    """Make text safe to show and count: replace lone surrogates, drop control characters."""
+    if not text:
+        return ""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "replace").decode("utf-8")
+    return text.translate(_CONTROL)
+
+
+def content_text(content: str | Sequence[Mapping[str, Any]] | None) -> str:
+    """Text of a message content; images, audio and files become ``[image]``-style marks."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return clean_text(content)
+    out: list[str] = []
+    for part in content:
+        if not isinstance(part, Mapping):
+            out.append(clean_text(str(part)))
+            continue
+        kind = str(part.get("type", "unknown"))
+        if kind in ("text", "input_text", "output_text") or (kind == "unknown" and "text" in part):
+            out.append(clean_text(str(part.get("text", ""))))
+        else:
+            label = kind.replace("_url", "").replace("input_", "")
+            out.append(f"[{label}]")
+    return "\n".join(out)
+
+
+def tool_call_text(call: ToolCall) -> str:
+    """One-line text of a tool call as shown in memory."""
+    return f"{call.name}({clean_text(call.arguments)})"
+
+
+def message_text(message: Message) -> str:
+    """All the text a message carries (content plus tool calls), as counted and indexed."""
+    parts = [message.text]
+    parts.extend(f"[tool call {c.id or '?'}] {tool_call_text(c)}" for c in message.tool_calls)
+    return "\n".join(p for p in parts if p)
+
+
+def as_messages(history: Sequence[Message | Mapping[str, Any]]) -> list[Message]:
+    """Accept :class:`Message` objects or message dicts; raise a clear error otherwise."""
+    if isinstance(history, (str, bytes)):
+        raise MessageError("history must be a sequence of messages, not a string")
+    out: list[Message] = []
+    for i, m in enumerate(history):
+        if isinstance(m, Message):
+            out.append(m)
+        elif isinstance(m, Mapping):
+            try:
+                out.append(Message.from_dict(m))
+            except MessageError as exc:
+                raise MessageError(f"message {i}: {exc}") from None
+        else:
+            raise MessageError(f"message {i}: expected Message or dict, got {type(m).__name__}")
+    return out

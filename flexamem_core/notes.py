@@ -1,0 +1,66 @@
+"""Writing a note once per unit: record and fields, embedding, links, pieces.
+
+``e_i = phi(s_i || f_i)``; the links are the ``links_per_note`` earlier notes with the
+highest cosine to ``e_i`` (both directions are followed at read time, so an earlier
+note never has to be rewritten to point forward).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .config import FlexAMemConfig
+from .index import NamespaceIndex
+from .pieces import cut_pieces
+from .protocols import Embedder, RecordWriter, Store, Tokenizer
+from .schema import Note, Piece, Unit
+from .units import next_step, unit_blocks, unit_label
+
+
+class NoteWriter:
+    """Turns units into stored notes; batches the embedding of several units."""
+
+    def __init__(self, config: FlexAMemConfig, tokenizer: Tokenizer, embedder: Embedder,
+                 writer: RecordWriter) -> None:
+        self.config = config
+        self.tokenizer = tokenizer
+        self.embedder = embedder
+        self.writer = writer
+
+    def write(self, store: Store, index: NamespaceIndex, units: Sequence[Unit],
+              progress: object | None = None) -> int:
+        """Write every unit not yet stored; returns how many were new. Idempotent."""
+        if any(u.key not in index.position and store.has_unit(index.namespace, u.key) for u in units):
+            index.load()  # another writer (process) stored some of them: pick its notes up
+        todo = [u for u in units if u.key not in index.position]
+        new = 0
+        for start in range(0, len(todo), 16):
+            new += self._write_batch(store, index, todo[start:start + 16], progress)
+        return new
+
+    def _write_batch(self, store: Store, index: NamespaceIndex, todo: Sequence[Unit],
+                     progress: object | None) -> int:
+        written = [self.writer.write(u) for u in todo]
+        texts = [f"{w.record}\n" + _fields(w.keywords, w.tags, w.description) for w in written]
+        vectors = self.embedder.embed(texts)
+        new = 0
+        for unit, rec, vec in zip(todo, written, vectors):
+            links = tuple(index.nearest(vec, self.config.links_per_note))
+            note = Note(unit_key=unit.key, record=rec.record,
+                        record_tokens=self.tokenizer.count(rec.record), keywords=rec.keywords,
+                        tags=rec.tags, description=rec.description, embedding=vec, links=links,
+                        raw_tokens=self.tokenizer.count(unit.raw), first_step=unit.first_step,
+                        last_step=next_step(unit) - 1, label=unit_label(unit),
+                        writer=rec.writer, llm_calls=rec.llm_calls)
+            pieces: list[Piece] = cut_pieces(unit.key, unit_blocks(unit), self.tokenizer,
+                                             self.config.piece_tokens)
+            if store.write_unit(index.namespace, unit, note, pieces):
+                new += 1
+            index.add(note, pieces)
+            if progress is not None and hasattr(progress, "update"):
+                progress.update(1)
+        return new
+
+
+def _fields(keywords: Sequence[str], tags: Sequence[str], description: str) -> str:
+    return f"keywords: {', '.join(keywords)}\ntags: {', '.join(tags)}\ndescription: {description}"

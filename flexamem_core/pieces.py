@@ -1,0 +1,65 @@
+"""Pieces: verbatim slices of a unit cut at line breaks, at most kappa tokens each.
+
+A piece never crosses a turn or an output block (it is cut inside one block), and a
+single line longer than kappa is cut by tokens. Pieces are cut once, when the unit is
+written, and stored with their token counts so no later call re-tokenizes them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .protocols import Tokenizer
+from .schema import Piece
+from .units import Block
+
+
+def _lines_of(text: str, tokenizer: Tokenizer, kappa: int) -> list[tuple[str, int]]:
+    out: list[tuple[str, int]] = []
+    for line in text.split("\n"):
+        n = tokenizer.count(line)
+        if n <= kappa:
+            out.append((line, n))
+        else:
+            out.extend((part, tokenizer.count(part)) for part in tokenizer.split(line, kappa))
+    return out
+
+
+def cut_block(text: str, tokenizer: Tokenizer, kappa: int) -> list[tuple[str, int]]:
+    """Greedy line packing of one block into (text, tokens) parts of at most ``kappa``."""
+    parts: list[tuple[str, int]] = []
+    cur: list[str] = []
+    est = 0
+    for line, n in _lines_of(text, tokenizer, kappa):
+        if cur and est + 1 + n > kappa:
+            parts.append(_finish(cur, tokenizer, kappa, parts))
+            cur, est = [], 0
+        est = est + (1 if cur else 0) + n
+        cur.append(line)
+    if cur:
+        parts.append(_finish(cur, tokenizer, kappa, parts))
+    return [p for p in parts if p[0].strip()]
+
+
+def _finish(lines: list[str], tokenizer: Tokenizer, kappa: int,
+            parts: list[tuple[str, int]]) -> tuple[str, int]:
+    """Join lines; if the exact count is over kappa, emit leading lines separately."""
+    while len(lines) > 1:
+        text = "\n".join(lines)
+        n = tokenizer.count(text)
+        if n <= kappa:
+            return text, n
+        first = lines.pop(0)
+        parts.append((first, tokenizer.count(first)))
+    text = lines[0]
+    return text, tokenizer.count(text)
+
+
+def cut_pieces(unit_key: str, blocks: Sequence[Block], tokenizer: Tokenizer, kappa: int) -> list[Piece]:
+    """All pieces of a unit, in order, each labelled for display out of context."""
+    pieces: list[Piece] = []
+    for b_idx, block in enumerate(blocks):
+        for i, (text, n) in enumerate(cut_block(block.text, tokenizer, kappa)):
+            pieces.append(Piece(unit_key=unit_key, index=len(pieces), text=text, tokens=n,
+                                block=b_idx, starts_block=(i == 0), label=block.label))
+    return pieces

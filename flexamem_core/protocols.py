@@ -1,0 +1,99 @@
+"""The parts a user swaps: tokenizer, embedder, record writer and store.
+
+Each is a small ``typing.Protocol``; the defaults live in their own modules
+(``tokens``, ``embeddings``, ``writers``, ``stores.memory``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from .schema import MergedRecord, Note, Piece, Unit
+
+
+@runtime_checkable
+class Tokenizer(Protocol):
+    """Counts tokens; the same tokenizer measures every part of the context."""
+
+    name: str
+
+    def count(self, text: str) -> int: ...
+
+    def split(self, text: str, max_tokens: int) -> list[str]:
+        """Cut ``text`` into consecutive parts of at most ``max_tokens`` tokens each."""
+        ...
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Maps texts to unit-norm float32 vectors of a fixed dimension."""
+
+    name: str
+    dim: int
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray: ...
+
+
+@dataclass(frozen=True)
+class WrittenRecord:
+    """What a record writer returns for one unit."""
+
+    record: str
+    keywords: tuple[str, ...]
+    tags: tuple[str, ...]
+    description: str
+    writer: str
+    llm_calls: int = 0
+
+
+@runtime_checkable
+class RecordWriter(Protocol):
+    """Writes the record and retrieval fields of a unit, and merged records."""
+
+    name: str
+
+    def write(self, unit: Unit) -> WrittenRecord: ...
+
+    def merge(self, texts: Sequence[str]) -> tuple[str, int]:
+        """Merge consecutive record texts into one; returns (text, llm_calls)."""
+        ...
+
+
+@runtime_checkable
+class Store(Protocol):
+    """Append-only, namespaced storage of units, notes, pieces and memoised merges.
+
+    ``write_unit`` stores a unit with its note and pieces atomically and is a no-op
+    (returning False) when the unit's key is already stored. Nothing is ever updated in
+    place; merged records are derived data and may be recomputed.
+    """
+
+    def write_unit(self, namespace: str, unit: Unit, note: Note, pieces: Sequence[Piece]) -> bool: ...
+
+    def has_unit(self, namespace: str, key: str) -> bool: ...
+
+    def get_unit(self, namespace: str, key: str) -> Unit: ...
+
+    def notes(self, namespace: str) -> list[Note]:
+        """All notes of the namespace in write order."""
+        ...
+
+    def parents(self, namespace: str) -> dict[str, str | None]:
+        """Unit key -> parent key, for every unit of the namespace."""
+        ...
+
+    def pieces(self, namespace: str, unit_key: str) -> list[Piece]: ...
+
+    def iter_pieces(self, namespace: str) -> Iterable[Piece]:
+        """Every piece of the namespace in write order (to build the BM25 index on open)."""
+        ...
+
+    def get_merged(self, namespace: str, key: str) -> MergedRecord | None: ...
+
+    def put_merged(self, namespace: str, merged: MergedRecord) -> None: ...
+
+    def namespaces(self) -> list[str]: ...

@@ -1,0 +1,138 @@
+"""The messages of one call: fixed prompt, one memory message, the recent window.
+
+Each message rule of DESIGN.md section 8 has one small function here so it can be
+tested on its own: the fixed prompt split, exactly one system message first, the recent
+window (whole units, so tool calls keep their results), the newest unit degraded when
+it alone exceeds the budget, and the exact token count of what is sent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from .messages import Message, message_text
+from .protocols import Tokenizer
+
+#: Tokens a chat format adds per message (role and separators), and once per request.
+PER_MESSAGE = 4
+PER_REQUEST = 3
+MEMORY_ID = "flexamem-memory"
+TRUNCATION_MARK = "\n[... {n} tokens of this output omitted by FlexA-Mem to fit the budget ...]\n"
+
+
+class BudgetError(ValueError):
+    """The budget cannot hold the fixed prompt (system prompt and task or question)."""
+
+
+@dataclass
+class Rendered:
+    """What to send to the model, the memory text, its exact token count and the report."""
+
+    messages: list[Message]
+    memory_text: str | None
+    tokens: int
+    report: dict[str, Any] = field(default_factory=dict)
+    passthrough: bool = False
+
+
+def count_messages(messages: Sequence[Message], tokenizer: Tokenizer, extra_tokens: int = 0) -> int:
+    """Tokens of a request: every message's text and tool calls, plus format overhead."""
+    if not messages:
+        return extra_tokens
+    return PER_REQUEST + extra_tokens + sum(PER_MESSAGE + tokenizer.count(message_text(m))
+                                            for m in messages)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A history split into the fixed prompt, the body that becomes units, and the current turn."""
+
+    system: Message | None
+    task: tuple[Message, ...]
+    body: tuple[Message, ...]
+    current: tuple[Message, ...]
+
+
+def one_system(messages: Sequence[Message]) -> Message | None:
+    """Leading system messages joined into one (a copy); None when there is none."""
+    if not messages:
+        return None
+    if len(messages) == 1:
+        return messages[0]
+    first = messages[0]
+    return replace(first, content="\n\n".join(m.text for m in messages))
+
+
+def split_layout(messages: Sequence[Message], kind: str) -> Layout:
+    """Agents: system + task (first user message) fixed, the rest is body.
+    Readers: system fixed, the current turn (from the last user message on) kept, the rest body."""
+    i = 0
+    while i < len(messages) and messages[i].role == "system":
+        i += 1
+    system = one_system(messages[:i])
+    rest = list(messages[i:])
+    if kind == "agent":
+        if rest and rest[0].role == "user":
+            return Layout(system, (rest[0],), tuple(rest[1:]), ())
+        return Layout(system, (), tuple(rest), ())
+    last_user = max((j for j, m in enumerate(rest) if m.role == "user"), default=None)
+    if last_user is None:
+        return Layout(system, (), tuple(rest), ())
+    return Layout(system, (), tuple(rest[:last_user]), tuple(rest[last_user:]))
+
+
+def no_inner_system(messages: Sequence[Message]) -> list[Message]:
+    """System messages inside the history become user messages (copies) marked [system]."""
+    return [replace(m, role="user", content=f"[system] {m.text}") if m.role == "system" else m
+            for m in messages]
+
+
+def recent_window(unit_tokens: Sequence[int], limit: float) -> int:
+    """Number of newest units in the window: the longest run within ``limit``, at least one."""
+    n, used = 0, 0
+    for t in reversed(unit_tokens):
+        if n and used + t > limit:
+            break
+        used += t
+        n += 1
+    return n
+
+
+def fit_messages(messages: Sequence[Message], room: int, tokenizer: Tokenizer) -> tuple[list[Message], int]:
+    """Shrink the largest message texts (middle cut, marked) until they fit ``room`` tokens.
+
+    Used only when the newest unit alone exceeds the budget: tool outputs and
+    observations go first, and calls, ids and pairing are kept. Returns the copies and
+    how many messages were cut.
+    """
+    msgs = list(messages)
+    cut = 0
+    while count_messages(msgs, tokenizer) - PER_REQUEST > room:
+        over = count_messages(msgs, tokenizer) - PER_REQUEST - room
+        order = sorted(range(len(msgs)), key=lambda j: (msgs[j].role == "assistant",
+                                                        -tokenizer.count(msgs[j].text)))
+        j = order[0]
+        text = msgs[j].text
+        n = tokenizer.count(text)
+        if n <= 16:
+            break
+        keep = max(0, n - over - 24)
+        msgs[j] = replace(msgs[j], content=_middle_cut(text, keep, n, tokenizer),
+                          metadata={**msgs[j].metadata, "flexamem_truncated": True})
+        cut += 1
+    return msgs, cut
+
+
+def _middle_cut(text: str, keep: int, total: int, tokenizer: Tokenizer) -> str:
+    parts = tokenizer.split(text, max(1, keep // 2)) if keep >= 2 else []
+    head = parts[0] if parts else ""
+    tail = parts[-1] if len(parts) > 1 else ""
+    omitted = total - tokenizer.count(head) - tokenizer.count(tail)
+    return head + TRUNCATION_MARK.format(n=omitted) + tail
+
+
+def memory_message(text: str) -> Message:
+    """The one tagged memory message (deterministic id, so the prefix stays cacheable)."""
+    return Message(role="user", content=text, id=MEMORY_ID, metadata={"flexamem": "memory"})

@@ -1,0 +1,153 @@
+"""What the store holds: units, their write-once notes and pieces, and memoised merges.
+
+All are frozen dataclasses with JSON round-trips so that every backend (in-memory,
+SQLite, PostgreSQL, Chroma, LangGraph BaseStore) stores exactly the same thing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+from .messages import Message
+
+UnitKind = Literal["agent", "reader"]
+
+
+@dataclass(frozen=True)
+class Unit:
+    """A unit of history: consecutive agent steps, or a span of one conversation session.
+
+    ``key`` is a content hash of the unit's messages and its parent, so the same unit
+    written twice is recognised; ``parent`` is the key of the unit before it in its
+    chain (``None`` for the first), which lets an edited history fork a new chain while
+    the old units stay stored.
+    """
+
+    key: str
+    kind: UnitKind
+    messages: tuple[Message, ...]
+    raw: str
+    tokens: int
+    parent: str | None
+    first_step: int = 0
+    session: str | None = None
+
+    @property
+    def message_ids(self) -> tuple[str | None, ...]:
+        return tuple(m.id for m in self.messages)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "key": self.key, "kind": self.kind, "raw": self.raw, "tokens": self.tokens,
+            "parent": self.parent, "first_step": self.first_step, "session": self.session,
+            "messages": [m.to_dict() for m in self.messages],
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Unit:
+        return cls(key=d["key"], kind=d["kind"], raw=d["raw"], tokens=int(d["tokens"]),
+                   parent=d.get("parent"), first_step=int(d.get("first_step", 0)),
+                   session=d.get("session"),
+                   messages=tuple(Message.from_dict(m) for m in d["messages"]))
+
+
+@dataclass(frozen=True)
+class Piece:
+    """A verbatim slice of a unit's raw text, cut at line breaks, inside one turn or block."""
+
+    unit_key: str
+    index: int
+    text: str
+    tokens: int
+    block: int
+    starts_block: bool
+    label: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"unit_key": self.unit_key, "index": self.index, "text": self.text,
+                "tokens": self.tokens, "block": self.block, "starts_block": self.starts_block,
+                "label": self.label}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Piece:
+        return cls(unit_key=d["unit_key"], index=int(d["index"]), text=d["text"],
+                   tokens=int(d["tokens"]), block=int(d["block"]),
+                   starts_block=bool(d["starts_block"]), label=d["label"])
+
+
+@dataclass(frozen=True)
+class Note:
+    """The write-once note of a unit: record, fields, embedding and links (no raw text).
+
+    Rendering reads notes only; raw text and pieces are fetched for the few units that
+    are recovered, so a render never loads the whole history.
+    """
+
+    unit_key: str
+    record: str
+    record_tokens: int
+    keywords: tuple[str, ...]
+    tags: tuple[str, ...]
+    description: str
+    embedding: np.ndarray = field(compare=False, hash=False, repr=False)
+    links: tuple[str, ...]
+    raw_tokens: int
+    first_step: int = 0
+    last_step: int = 0
+    label: str = ""
+    writer: str = "rule"
+    llm_calls: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"unit_key": self.unit_key, "record": self.record,
+                "record_tokens": self.record_tokens, "keywords": list(self.keywords),
+                "tags": list(self.tags), "description": self.description,
+                "embedding": [float(x) for x in np.asarray(self.embedding, dtype=np.float32)],
+                "links": list(self.links), "raw_tokens": self.raw_tokens,
+                "first_step": self.first_step, "last_step": self.last_step, "label": self.label,
+                "writer": self.writer, "llm_calls": self.llm_calls}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Note:
+        return cls(unit_key=d["unit_key"], record=d["record"],
+                   record_tokens=int(d["record_tokens"]), keywords=tuple(d["keywords"]),
+                   tags=tuple(d["tags"]), description=d["description"],
+                   embedding=np.asarray(d["embedding"], dtype=np.float32),
+                   links=tuple(d["links"]), raw_tokens=int(d["raw_tokens"]),
+                   first_step=int(d.get("first_step", 0)), last_step=int(d.get("last_step", 0)),
+                   label=d.get("label", ""), writer=d.get("writer", "rule"),
+                   llm_calls=int(d.get("llm_calls", 0)))
+
+
+@dataclass(frozen=True)
+class MergedRecord:
+    """A memoised merge of consecutive timeline items (derived data, keyed by what it covers)."""
+
+    key: str
+    covers: tuple[str, ...]
+    text: str
+    tokens: int
+    level: int
+    writer: str = "rule"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"key": self.key, "covers": list(self.covers), "text": self.text,
+                "tokens": self.tokens, "level": self.level, "writer": self.writer}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> MergedRecord:
+        return cls(key=d["key"], covers=tuple(d["covers"]), text=d["text"],
+                   tokens=int(d["tokens"]), level=int(d["level"]), writer=d.get("writer", "rule"))
+
+
+def merge_key(covers: Sequence[str], writer: str) -> str:
+    """Memo key of a merged record: the units it covers and who wrote it."""
+    h = hashlib.sha256(writer.encode())
+    for k in covers:
+        h.update(b"\x00" + k.encode())
+    return h.hexdigest()[:32]

@@ -1,0 +1,104 @@
+"""How every persistent backend turns units, notes, pieces and merges into storable values.
+
+One place for the encoding so SQLite, PostgreSQL and Chroma store exactly the same thing:
+JSON text for the data (with lone surrogates escaped so any UTF-8 column accepts it, and
+NUL always escaped by ``json``), and embeddings as raw little-endian float32 bytes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import numpy as np
+
+from ..schema import MergedRecord, Note, Piece, Unit
+
+_F32 = np.dtype("<f4")
+
+
+def dumps(value: Any) -> str:
+    """JSON text that encodes to UTF-8 whatever the input (lone surrogates become escapes)."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = json.dumps(value, ensure_ascii=True, separators=(",", ":"))
+    return text
+
+
+def loads(text: str | bytes) -> Any:
+    return json.loads(text)
+
+
+def embedding_bytes(embedding: np.ndarray) -> bytes:
+    """A 1-d float32 vector as raw bytes (4 bytes per dimension)."""
+    arr = np.asarray(embedding, dtype=_F32)
+    if arr.ndim != 1:
+        raise ValueError(f"a note embedding must be 1-d, got shape {arr.shape}")
+    return arr.tobytes()
+
+
+def embedding_from_bytes(data: bytes | memoryview) -> np.ndarray:
+    return np.frombuffer(bytes(data), dtype=_F32).astype(np.float32)
+
+
+def unit_text(unit: Unit) -> str:
+    return dumps(unit.to_dict())
+
+
+def unit_from_text(text: str) -> Unit:
+    return Unit.from_dict(loads(text))
+
+
+def note_text(note: Note) -> str:
+    """The note without its embedding and links (stored in their own columns / rows)."""
+    d = note.to_dict()
+    del d["embedding"], d["links"]
+    return dumps(d)
+
+
+def note_from_parts(text: str, embedding: bytes | memoryview | np.ndarray,
+                    links: Iterable[str]) -> Note:
+    d: dict[str, Any] = loads(text)
+    d["links"] = list(links)
+    vec = embedding if isinstance(embedding, np.ndarray) else embedding_from_bytes(embedding)
+    return Note.from_dict({**d, "embedding": vec})
+
+
+def piece_text(piece: Piece) -> str:
+    return dumps(piece.to_dict())
+
+
+def piece_from_text(text: str) -> Piece:
+    return Piece.from_dict(loads(text))
+
+
+def merged_text(merged: MergedRecord) -> str:
+    return dumps(merged.to_dict())
+
+
+def merged_from_text(text: str) -> MergedRecord:
+    return MergedRecord.from_dict(loads(text))
+
+
+def check_write(unit: Unit, note: Note, pieces: Iterable[Piece]) -> list[Piece]:
+    """Reject a write whose note or pieces belong to another unit (a clear error, early)."""
+    if note.unit_key != unit.key:
+        raise ValueError(f"note is for unit {note.unit_key!r}, not {unit.key!r}")
+    plist = list(pieces)
+    for p in plist:
+        if p.unit_key != unit.key:
+            raise ValueError(f"piece {p.index} is for unit {p.unit_key!r}, not {unit.key!r}")
+    if len({p.index for p in plist}) != len(plist):
+        raise ValueError(f"unit {unit.key!r} has pieces with duplicate indexes")
+    return plist
+
+
+def group_links(rows: Iterable[tuple[str, str]]) -> Mapping[str, list[str]]:
+    """(src, dst) rows in link order to src -> [dst, ...]."""
+    out: dict[str, list[str]] = {}
+    for src, dst in rows:
+        out.setdefault(src, []).append(dst)
+    return out

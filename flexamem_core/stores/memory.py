@@ -1,0 +1,103 @@
+"""In-memory store: the reference backend for tests and throwaway runs."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from ..schema import MergedRecord, Note, Piece, Unit
+from .forgetting import merged_covering
+from .names import check_namespace
+
+
+@dataclass
+class _Space:
+    units: dict[str, Unit] = field(default_factory=dict)
+    notes: dict[str, Note] = field(default_factory=dict)
+    pieces: dict[str, list[Piece]] = field(default_factory=dict)
+    merged: dict[str, MergedRecord] = field(default_factory=dict)
+
+
+class InMemoryStore:
+    """Append-only dict-backed store; dict insertion order is the write order."""
+
+    def __init__(self) -> None:
+        self._spaces: dict[str, _Space] = {}
+        self._lock = threading.Lock()
+
+    def _space(self, namespace: str) -> _Space:
+        check_namespace(namespace)
+        space = self._spaces.get(namespace)
+        if space is None:
+            space = self._spaces.setdefault(namespace, _Space())
+        return space
+
+    def write_unit(self, namespace: str, unit: Unit, note: Note, pieces: Sequence[Piece]) -> bool:
+        with self._lock:
+            space = self._space(namespace)
+            if unit.key in space.units:
+                return False
+            space.units[unit.key] = unit
+            space.notes[unit.key] = note
+            space.pieces[unit.key] = list(pieces)
+            return True
+
+    def has_unit(self, namespace: str, key: str) -> bool:
+        return key in self._space(namespace).units
+
+    def get_unit(self, namespace: str, key: str) -> Unit:
+        try:
+            return self._space(namespace).units[key]
+        except KeyError:
+            raise KeyError(f"no unit {key!r} in namespace {namespace!r}") from None
+
+    def notes(self, namespace: str) -> list[Note]:
+        return list(self._space(namespace).notes.values())
+
+    def parents(self, namespace: str) -> dict[str, str | None]:
+        return {k: u.parent for k, u in self._space(namespace).units.items()}
+
+    def pieces(self, namespace: str, unit_key: str) -> list[Piece]:
+        return list(self._space(namespace).pieces.get(unit_key, ()))
+
+    def iter_pieces(self, namespace: str) -> Iterable[Piece]:
+        for plist in list(self._space(namespace).pieces.values()):
+            yield from plist
+
+    def get_merged(self, namespace: str, key: str) -> MergedRecord | None:
+        return self._space(namespace).merged.get(key)
+
+    def put_merged(self, namespace: str, merged: MergedRecord) -> None:
+        with self._lock:
+            space = self._space(namespace)
+            if all(k in space.units or k in space.merged for k in merged.covers):
+                space.merged.setdefault(merged.key, merged)  # else: a covered unit was deleted
+
+    def namespaces(self) -> list[str]:
+        return [ns for ns, s in self._spaces.items() if s.units]
+
+    def delete_unit(self, namespace: str, key: str) -> bool:
+        """Forget a unit: its note, pieces, the links to it and merged records covering it."""
+        with self._lock:
+            space = self._space(namespace)
+            if space.units.pop(key, None) is None:
+                return False
+            space.notes.pop(key, None)
+            space.pieces.pop(key, None)
+            for k, note in space.notes.items():
+                if key in note.links:
+                    space.notes[k] = dataclasses.replace(
+                        note, links=tuple(x for x in note.links if x != key))
+            covers = {k: m.covers for k, m in space.merged.items()}
+            for k in merged_covering(covers, [key]):
+                del space.merged[k]
+            return True
+
+    def delete_namespace(self, namespace: str) -> int:
+        """Forget a whole namespace; returns the number of units it held."""
+        with self._lock:
+            check_namespace(namespace)
+            space = self._spaces.pop(namespace, None)
+            return len(space.units) if space else 0

@@ -1,0 +1,285 @@
+"""SQLite store: the embedded persistent default (one file, WAL mode, no server).
+
+Safe for several processes writing the same file: every write is one ``BEGIN IMMEDIATE``
+transaction (the unit, its note, links and pieces, or none of them) behind a busy
+timeout, so writers queue instead of failing and the write order (``seq``) is the commit
+order. ``notes()`` reads the notes table only, never raw text. Deletion runs with
+``secure_delete`` on and checkpoints the WAL, so forgotten text does not linger in the
+file. Namespaces are always bound as parameters, never put into SQL text.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+from ..schema import MergedRecord, Note, Piece, Unit
+from . import codec
+from .forgetting import merged_covering
+from .names import check_namespace
+
+SCHEMA_VERSION = 1
+
+#: Migrations by target version; each list runs in one transaction.
+MIGRATIONS: dict[int, list[str]] = {
+    1: [
+        """CREATE TABLE units (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            namespace TEXT NOT NULL, key TEXT NOT NULL, parent TEXT, data TEXT NOT NULL,
+            UNIQUE (namespace, key))""",
+        """CREATE TABLE notes (
+            namespace TEXT NOT NULL, key TEXT NOT NULL, seq INTEGER NOT NULL,
+            data TEXT NOT NULL, embedding BLOB NOT NULL, PRIMARY KEY (namespace, key))""",
+        "CREATE INDEX notes_by_seq ON notes (namespace, seq)",
+        """CREATE TABLE links (
+            namespace TEXT NOT NULL, src TEXT NOT NULL, pos INTEGER NOT NULL, dst TEXT NOT NULL,
+            PRIMARY KEY (namespace, src, pos))""",
+        "CREATE INDEX links_by_dst ON links (namespace, dst)",
+        """CREATE TABLE pieces (
+            namespace TEXT NOT NULL, unit_key TEXT NOT NULL, idx INTEGER NOT NULL,
+            seq INTEGER NOT NULL, data TEXT NOT NULL, PRIMARY KEY (namespace, unit_key, idx))""",
+        "CREATE INDEX pieces_by_seq ON pieces (namespace, seq, idx)",
+        """CREATE TABLE merged (
+            namespace TEXT NOT NULL, key TEXT NOT NULL, data TEXT NOT NULL,
+            PRIMARY KEY (namespace, key))""",
+        """CREATE TABLE merged_covers (
+            namespace TEXT NOT NULL, merged_key TEXT NOT NULL, covered TEXT NOT NULL,
+            PRIMARY KEY (namespace, merged_key, covered))""",
+        "CREATE INDEX merged_covers_by_covered ON merged_covers (namespace, covered)",
+    ],
+}
+
+
+class SchemaVersionError(RuntimeError):
+    """The database was written by a newer FlexA-Mem than this one."""
+
+
+class SQLiteStore:
+    """Append-only store in one SQLite file (``":memory:"`` works for a private store).
+
+    Thread-safe (one connection behind a lock) and process-safe (WAL, ``BEGIN IMMEDIATE``,
+    ``busy_timeout``). A store object that crosses a ``fork`` reconnects in the child.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, timeout: float = 60.0,
+                 synchronous: str = "NORMAL") -> None:
+        if synchronous.upper() not in {"OFF", "NORMAL", "FULL", "EXTRA"}:
+            raise ValueError(f"synchronous must be OFF, NORMAL, FULL or EXTRA, not {synchronous!r}")
+        self.path = str(path)
+        if self.path != ":memory:":
+            parent = Path(self.path).expanduser().resolve().parent
+            if not parent.is_dir():
+                raise FileNotFoundError(f"directory of the SQLite store does not exist: {parent}")
+        self._timeout = timeout
+        self._synchronous = synchronous.upper()
+        self._lock = threading.RLock()
+        self._conn: sqlite3.Connection | None = None
+        self._pid = -1
+        self._connection()
+
+    # -- connection and schema -------------------------------------------------------
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is not None and self._pid == os.getpid():
+            return self._conn
+        conn = sqlite3.connect(self.path, timeout=self._timeout, isolation_level=None,
+                               check_same_thread=False)
+        conn.execute(f"PRAGMA busy_timeout = {int(self._timeout * 1000)}")
+        if self.path != ":memory:":
+            conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute(f"PRAGMA synchronous = {self._synchronous}")
+        conn.execute("PRAGMA secure_delete = ON")
+        self._conn, self._pid = conn, os.getpid()
+        self._migrate(conn)
+        return conn
+
+    def _migrate(self, conn: sqlite3.Connection) -> None:
+        with self._transaction(conn):
+            conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+            row = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()
+            current = row[0] or 0
+            if current > SCHEMA_VERSION:
+                raise SchemaVersionError(
+                    f"{self.path} has schema version {current}; this FlexA-Mem reads up to "
+                    f"{SCHEMA_VERSION}: upgrade flexamem")
+            for version in range(current + 1, SCHEMA_VERSION + 1):
+                for statement in MIGRATIONS[version]:
+                    conn.execute(statement)
+                conn.execute("INSERT INTO schema_version (version) VALUES (?)", (version,))
+
+    @contextmanager
+    def _transaction(self, conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            conn = self._connection()
+            with self._transaction(conn):
+                yield conn
+
+    def _read(self, sql: str, params: Sequence[object]) -> list[tuple]:
+        with self._lock:
+            return self._connection().execute(sql, params).fetchall()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None and self._pid == os.getpid():
+                self._conn.close()
+            self._conn = None
+
+    def __enter__(self) -> SQLiteStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def schema_version(self) -> int:
+        return int(self._read("SELECT MAX(version) FROM schema_version", ())[0][0])
+
+    # -- Store protocol ---------------------------------------------------------------
+
+    def write_unit(self, namespace: str, unit: Unit, note: Note, pieces: Sequence[Piece]) -> bool:
+        check_namespace(namespace)
+        plist = codec.check_write(unit, note, pieces)
+        unit_data, note_data = codec.unit_text(unit), codec.note_text(note)
+        vec = codec.embedding_bytes(note.embedding)
+        piece_rows = [(p.index, codec.piece_text(p)) for p in plist]
+        with self._write() as conn:
+            cur = conn.execute(
+                "INSERT INTO units (namespace, key, parent, data) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (namespace, key) DO NOTHING",
+                (namespace, unit.key, unit.parent, unit_data))
+            if cur.rowcount == 0:
+                return False
+            seq = cur.lastrowid
+            conn.execute("INSERT INTO notes (namespace, key, seq, data, embedding) VALUES (?, ?, ?, ?, ?)",
+                         (namespace, unit.key, seq, note_data, vec))
+            conn.executemany("INSERT INTO links (namespace, src, pos, dst) VALUES (?, ?, ?, ?)",
+                             [(namespace, unit.key, i, dst) for i, dst in enumerate(note.links)])
+            conn.executemany(
+                "INSERT INTO pieces (namespace, unit_key, idx, seq, data) VALUES (?, ?, ?, ?, ?)",
+                [(namespace, unit.key, idx, seq, data) for idx, data in piece_rows])
+            return True
+
+    def has_unit(self, namespace: str, key: str) -> bool:
+        check_namespace(namespace)
+        return bool(self._read("SELECT 1 FROM units WHERE namespace = ? AND key = ?", (namespace, key)))
+
+    def get_unit(self, namespace: str, key: str) -> Unit:
+        check_namespace(namespace)
+        rows = self._read("SELECT data FROM units WHERE namespace = ? AND key = ?", (namespace, key))
+        if not rows:
+            raise KeyError(f"no unit {key!r} in namespace {namespace!r}")
+        return codec.unit_from_text(rows[0][0])
+
+    def notes(self, namespace: str) -> list[Note]:
+        check_namespace(namespace)
+        with self._lock:
+            conn = self._connection()
+            conn.execute("BEGIN")  # one snapshot for notes and links
+            try:
+                rows = conn.execute("SELECT key, data, embedding FROM notes WHERE namespace = ? "
+                                    "ORDER BY seq", (namespace,)).fetchall()
+                links = codec.group_links(conn.execute(
+                    "SELECT src, dst FROM links WHERE namespace = ? ORDER BY src, pos", (namespace,)))
+            finally:
+                conn.execute("COMMIT")
+        return [codec.note_from_parts(data, emb, links.get(key, ())) for key, data, emb in rows]
+
+    def parents(self, namespace: str) -> dict[str, str | None]:
+        check_namespace(namespace)
+        return dict(self._read("SELECT key, parent FROM units WHERE namespace = ? ORDER BY seq",
+                               (namespace,)))
+
+    def pieces(self, namespace: str, unit_key: str) -> list[Piece]:
+        check_namespace(namespace)
+        rows = self._read("SELECT data FROM pieces WHERE namespace = ? AND unit_key = ? ORDER BY idx",
+                          (namespace, unit_key))
+        return [codec.piece_from_text(r[0]) for r in rows]
+
+    def iter_pieces(self, namespace: str) -> Iterable[Piece]:
+        check_namespace(namespace)
+        rows = self._read("SELECT data FROM pieces WHERE namespace = ? ORDER BY seq, idx", (namespace,))
+        return [codec.piece_from_text(r[0]) for r in rows]
+
+    def get_merged(self, namespace: str, key: str) -> MergedRecord | None:
+        check_namespace(namespace)
+        rows = self._read("SELECT data FROM merged WHERE namespace = ? AND key = ?", (namespace, key))
+        return codec.merged_from_text(rows[0][0]) if rows else None
+
+    def put_merged(self, namespace: str, merged: MergedRecord) -> None:
+        check_namespace(namespace)
+        data = codec.merged_text(merged)
+        with self._write() as conn:
+            if not _all_stored(conn, namespace, merged.covers):
+                return  # something it covers was deleted meanwhile: never store its text
+            cur = conn.execute("INSERT INTO merged (namespace, key, data) VALUES (?, ?, ?) "
+                               "ON CONFLICT (namespace, key) DO NOTHING", (namespace, merged.key, data))
+            if cur.rowcount:
+                conn.executemany(
+                    "INSERT OR IGNORE INTO merged_covers (namespace, merged_key, covered) VALUES (?, ?, ?)",
+                    [(namespace, merged.key, c) for c in merged.covers])
+
+    def namespaces(self) -> list[str]:
+        return [r[0] for r in self._read(
+            "SELECT namespace FROM units GROUP BY namespace ORDER BY MIN(seq)", ())]
+
+    # -- forgetting -------------------------------------------------------------------
+
+    def delete_unit(self, namespace: str, key: str) -> bool:
+        """Forget a unit: note, pieces, embedding, links to it, merged records covering it."""
+        check_namespace(namespace)
+        with self._write() as conn:
+            cur = conn.execute("DELETE FROM units WHERE namespace = ? AND key = ?", (namespace, key))
+            if cur.rowcount == 0:
+                return False
+            for table, column in (("notes", "key"), ("pieces", "unit_key"), ("links", "src"),
+                                  ("links", "dst")):
+                conn.execute(f"DELETE FROM {table} WHERE namespace = ? AND {column} = ?", (namespace, key))
+            covers: dict[str, list[str]] = {}
+            for mkey, covered in conn.execute(
+                    "SELECT merged_key, covered FROM merged_covers WHERE namespace = ?", (namespace,)):
+                covers.setdefault(mkey, []).append(covered)
+            dropped = [(namespace, m) for m in merged_covering(covers, [key])]
+            conn.executemany("DELETE FROM merged WHERE namespace = ? AND key = ?", dropped)
+            conn.executemany("DELETE FROM merged_covers WHERE namespace = ? AND merged_key = ?", dropped)
+        self._checkpoint()
+        return True
+
+    def delete_namespace(self, namespace: str) -> int:
+        """Forget a whole namespace (a thread or a tenant); returns the units deleted."""
+        check_namespace(namespace)
+        with self._write() as conn:
+            deleted = conn.execute("DELETE FROM units WHERE namespace = ?", (namespace,)).rowcount
+            for table in ("notes", "pieces", "links", "merged", "merged_covers"):
+                conn.execute(f"DELETE FROM {table} WHERE namespace = ?", (namespace,))
+        self._checkpoint()
+        return deleted
+
+    def _checkpoint(self) -> None:
+        """Move the WAL into the file and truncate it, so deleted text leaves the WAL too."""
+        if self.path != ":memory:":
+            with self._lock:
+                self._connection().execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+
+def _all_stored(conn: sqlite3.Connection, namespace: str, keys: Iterable[str]) -> bool:
+    """Whether every key is a stored unit or merged record of the namespace."""
+    for key in set(keys):
+        if conn.execute("SELECT 1 FROM units WHERE namespace = ? AND key = ? UNION ALL "
+                        "SELECT 1 FROM merged WHERE namespace = ? AND key = ?",
+                        (namespace, key, namespace, key)).fetchone() is None:
+            return False
+    return True

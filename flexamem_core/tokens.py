@@ -1,0 +1,154 @@
+"""Token counting with o200k_base, offline, and safe on any input.
+
+Offline route (an explicit choice): tiktoken downloads its BPE file from the internet on
+first use. We vendor that exact file, ``data/o200k_base.tiktoken.gz`` (gzip of the
+upstream file, sha256 446a9538...1a2d checked on load; MIT, see
+``data/o200k_base.LICENSE``), and build the ``tiktoken.Encoding`` from it directly.
+That costs 1.7 MB in the wheel but no network, no cache directory and no heavy
+dependency (llama-index-core or litellm also carry the file, but nobody should have to
+install a framework to count tokens).
+
+Two tiktoken hazards are guarded here: ``encode`` rejects special-token text such as
+``<|endoftext|>`` (we always use ``encode_ordinary``), and a run of about a million
+whitespace characters makes it panic (a BaseException); long whitespace runs are
+therefore counted in bounded chunks.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import hashlib
+import re
+from functools import lru_cache
+from importlib import resources
+
+import tiktoken
+
+O200K_SHA256 = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
+
+# The o200k_base split pattern and special tokens, as defined in tiktoken_ext.openai_public.
+_O200K_PATTERN = "|".join([
+    r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+    r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+    r"""\p{N}{1,3}""",
+    r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
+    r"""\s*[\r\n]+""",
+    r"""\s+(?!\S)""",
+    r"""\s+""",
+])
+_O200K_SPECIAL = {"<|endoftext|>": 199999, "<|endofprompt|>": 200018}
+
+#: Whitespace runs longer than this are counted chunk by chunk (tiktoken panics on ~1M).
+_WS_RUN = re.compile(r"\s{512,}")
+_CHUNK = 512
+#: Very long texts are encoded in slices cut at line breaks to bound regex work.
+_SLICE_CHARS = 200_000
+
+
+@lru_cache(maxsize=1)
+def load_o200k_encoding() -> tiktoken.Encoding:
+    """Build o200k_base from the vendored BPE file, verifying its checksum."""
+    raw = gzip.decompress(resources.files("flexamem_core.data").joinpath("o200k_base.tiktoken.gz")
+                          .read_bytes())
+    digest = hashlib.sha256(raw).hexdigest()
+    if digest != O200K_SHA256:
+        raise RuntimeError(f"vendored o200k_base file is corrupt (sha256 {digest})")
+    ranks = {base64.b64decode(tok): int(rank)
+             for tok, rank in (line.split() for line in raw.splitlines() if line)}
+    return tiktoken.Encoding(name="o200k_base", pat_str=_O200K_PATTERN,
+                             mergeable_ranks=ranks, special_tokens=_O200K_SPECIAL)
+
+
+class TiktokenTokenizer:
+    """Counts tokens with a tiktoken encoding; counts are memoised per string."""
+
+    def __init__(self, encoding: tiktoken.Encoding | None = None, cache_size: int = 200_000) -> None:
+        self.encoding = encoding or load_o200k_encoding()
+        self.name = self.encoding.name
+        self._cache: dict[str, int] = {}
+        self._cache_size = cache_size
+
+    def count(self, text: str) -> int:
+        if not text:
+            return 0
+        cached = self._cache.get(text)
+        if cached is not None:
+            return cached
+        n = sum(self._count_safe(part) for part in _slices(text))
+        if len(self._cache) >= self._cache_size:
+            self._cache.clear()
+        self._cache[text] = n
+        return n
+
+    def _count_safe(self, text: str) -> int:
+        total, pos = 0, 0
+        for m in _WS_RUN.finditer(text):
+            total += len(self.encoding.encode_ordinary(text[pos:m.start()]))
+            run = m.group()
+            full, rest = divmod(len(run), _CHUNK)
+            total += full * len(self.encoding.encode_ordinary(run[:_CHUNK]))
+            total += len(self.encoding.encode_ordinary(run[len(run) - rest:])) if rest else 0
+            pos = m.end()
+        return total + len(self.encoding.encode_ordinary(text[pos:]))
+
+    def split(self, text: str, max_tokens: int) -> list[str]:
+        """Cut ``text`` into consecutive parts of at most ``max_tokens`` tokens each."""
+        if max_tokens <= 0:
+            raise ValueError("max_tokens must be positive")
+        if self.count(text) <= max_tokens:
+            return [text] if text else []
+        parts: list[str] = []
+        for chunk in _bounded_chunks(text):
+            tokens = self.encoding.encode_ordinary(chunk)
+            if len(tokens) <= max_tokens:
+                parts.append(chunk)
+                continue
+            _, offsets = self.encoding.decode_with_offsets(tokens)
+            cuts = [offsets[i] for i in range(0, len(tokens), max_tokens)] + [len(chunk)]
+            parts.extend(chunk[a:b] for a, b in zip(cuts, cuts[1:]) if b > a)
+        # Cutting can merge differently at boundaries: re-split any part still over.
+        out: list[str] = []
+        for p in parts:
+            if self.count(p) <= max_tokens or len(p) <= 1:
+                out.append(p)
+            else:
+                mid = len(p) // 2
+                out.extend(self.split(p[:mid], max_tokens) + self.split(p[mid:], max_tokens))
+        return out
+
+
+def _slices(text: str) -> list[str]:
+    if len(text) <= _SLICE_CHARS:
+        return [text]
+    out, start = [], 0
+    while start < len(text):
+        end = min(len(text), start + _SLICE_CHARS)
+        if end < len(text):
+            nl = text.rfind("\n", start + _SLICE_CHARS // 2, end)
+            end = nl + 1 if nl > 0 else end
+        out.append(text[start:end])
+        start = end
+    return out
+
+
+def _bounded_chunks(text: str) -> list[str]:
+    """Slices small enough to encode safely (whitespace runs cut to bounded chunks)."""
+    out: list[str] = []
+    for part in _slices(text):
+        pos = 0
+        for m in _WS_RUN.finditer(part):
+            if m.start() > pos:
+                out.append(part[pos:m.start()])
+            run = m.group()
+            out.extend(run[i:i + _CHUNK] for i in range(0, len(run), _CHUNK))
+            pos = m.end()
+        if pos < len(part):
+            out.append(part[pos:])
+    return out
+
+
+@lru_cache(maxsize=1)
+def default_tokenizer() -> TiktokenTokenizer:
+    """The shared default tokenizer (o200k_base), loaded once per process."""
+    return TiktokenTokenizer()

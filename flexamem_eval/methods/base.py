@@ -1,0 +1,146 @@
+"""What every method implements, and the environment all methods share.
+
+All methods see the same units, tokenizer, embedder and budget rule: the rendered context
+must stay within ``B_bar = 0.95 * budget`` counted by one shared message counter, and a
+history that already fits passes through unchanged.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, ClassVar
+
+from flexamem_core import Embedder, FlexAMemConfig, Message, Tokenizer
+from flexamem_core.messages import message_text
+from flexamem_core.units import PackedUnit, pack_units
+
+from ..items import Question
+
+
+@dataclass
+class Env:
+    """Shared building blocks: tokenizer, embedder (loaded on first use), base config."""
+
+    tokenizer: Tokenizer
+    embedder_factory: Any = None
+    config: FlexAMemConfig = field(default_factory=FlexAMemConfig)
+
+    @cached_property
+    def embedder(self) -> Embedder:
+        if self.embedder_factory is None:
+            from flexamem_core.embeddings import default_embedder
+
+            return default_embedder()
+        return self.embedder_factory()
+
+    @cached_property
+    def counter(self) -> Any:
+        """The core's message counter (the same one FlexA-Mem uses for its own budget)."""
+        from flexamem_core import FlexAMem
+
+        return FlexAMem(self.config, tokenizer=self.tokenizer, embedder=_NoEmbedder())
+
+    def count(self, messages: Sequence[Message]) -> int:
+        return int(self.counter.count_messages(list(messages)))
+
+    def effective(self, budget: int) -> int:
+        """B_bar for a budget."""
+        return self.config.with_budget(budget).effective_budget
+
+
+class _NoEmbedder:
+    """Placeholder for the counting-only FlexAMem instance; it never embeds."""
+
+    name = "none"
+    dim = 1
+
+    def embed(self, texts: Sequence[str]) -> Any:  # pragma: no cover - never called
+        raise RuntimeError("the counting instance does not embed")
+
+
+@dataclass
+class WriteCost:
+    """What writing memory cost: wall time, units written, LLM calls."""
+
+    ms: float = 0.0
+    units: int = 0
+    llm_calls: int = 0
+
+
+def context_text(messages: Sequence[Message]) -> str:
+    """The text of a rendered context, as matched by the metrics and dumped."""
+    return "\n\n".join(message_text(m) for m in messages)
+
+
+def split_prefix(history: Sequence[Message]) -> tuple[list[Message], list[Message]]:
+    """Fixed prompt (system messages and the task, i.e. the first user message) and the rest."""
+    prefix: list[Message] = []
+    i = 0
+    while i < len(history) and history[i].role == "system":
+        prefix.append(history[i])
+        i += 1
+    if i < len(history) and history[i].role == "user":
+        prefix.append(history[i])
+        i += 1
+    return prefix, list(history[i:])
+
+
+def memory_message(text: str) -> Message:
+    """A memory block in the same form as the core's memory message."""
+    return Message(role="user", content=f"<memory>\n{text}\n</memory>", metadata={"flexamem": "memory"})
+
+
+def question_messages(question: Question) -> list[Message]:
+    return [Message(role="user", content=question.text)]
+
+
+class Method(ABC):
+    """A memory under evaluation.
+
+    Reader use: :meth:`write` once per conversation, then :meth:`question_context` per
+    question and budget. Agent use: :meth:`step_context` before every model call, in order
+    (an instance may keep state across calls, per budget).
+    """
+
+    name: ClassVar[str]
+    label: ClassVar[str] = ""
+    #: False for the reference that ignores the budget.
+    bounded: ClassVar[bool] = True
+
+    def __init__(self, env: Env, shared: dict[str, Any]) -> None:
+        self.env = env
+        self.shared = shared
+        self.cost = WriteCost()
+
+    # ----------------------------------------------------------------- reader setting
+    def write(self, history: Sequence[Message]) -> None:
+        """Build whatever the method keeps about a conversation (timed by the caller)."""
+        self.history = list(history)
+
+    @abstractmethod
+    def question_context(self, question: Question, budget: int) -> list[Message]:
+        """The context a reader model gets for a question: memory, then the question."""
+
+    # ------------------------------------------------------------------ agent setting
+    @abstractmethod
+    def step_context(self, history: Sequence[Message], budget: int) -> list[Message]:
+        """The context sent before the next action, given the history so far."""
+
+    # ---------------------------------------------------------------------- helpers
+    def reader_units(self) -> list[PackedUnit]:
+        """Reader units of the conversation (shared between methods of one item)."""
+        key = "reader_units"
+        if key not in self.shared:
+            t0 = time.perf_counter()
+            self.shared[key] = pack_units(self.history, "reader", self.env.tokenizer,
+                                          self.env.config.reader_unit_tokens, final=True)
+            self.shared["reader_units_ms"] = (time.perf_counter() - t0) * 1000
+        return self.shared[key]
+
+    def agent_units(self, rest: Sequence[Message]) -> list[PackedUnit]:
+        """Agent units of the history after the fixed prompt."""
+        return pack_units(rest, "agent", self.env.tokenizer, self.env.config.agent_unit_tokens)

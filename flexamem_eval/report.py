@@ -1,0 +1,163 @@
+"""Aggregate render records into result rows, a readable Markdown report and plots.
+
+A row is ``{dataset, method, budget, metric, value, n}``; ``n`` is what the value is a share
+or statistic of (evidence turns, questions, reused strings, renders, units). Breakdowns by
+question type or category are rows whose metric is ``<metric>[<group>]``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from .metrics import percentile, share
+from .runner import ItemResult, RenderRecord
+
+CONVERSATION_METRICS = ("evidence_turns_full", "evidence_turns_part", "questions_all_evidence")
+TRAJECTORY_METRICS = ("reused_detail_recall", "command_trace_recall")
+COMMON_METRICS = ("context_tokens_mean", "context_tokens_max", "render_ms_p50", "render_ms_p95",
+                  "write_ms_per_unit", "llm_calls_per_unit")
+
+#: How a method is named in tables and plots when its name alone would mislead.
+LABELS = {
+    "amem": "amem (rule records, no LLM)",
+    "amem-fit-or-degrade": "amem-fit-or-degrade (rule records)",
+    "pamer": "pamer (token trigger, rule summaries)",
+    "pamer-plus": "pamer-plus (token trigger, rule summaries)",
+    "full": "full (no budget)",
+}
+
+
+def _row(dataset: str, method: str, budget: int, metric: str, value: float | None, n: int) -> dict[str, Any]:
+    return {"dataset": dataset, "method": method, "budget": budget, "metric": metric,
+            "value": None if value is None else round(float(value), 6), "n": int(n)}
+
+
+def _evidence_rows(dataset: str, method: str, budget: int, recs: Sequence[RenderRecord],
+                   suffix: str = "") -> list[dict[str, Any]]:
+    with_ev = [r for r in recs if r.evidence_turns]
+    turns = sum(r.evidence_turns for r in with_ev)
+    return [
+        _row(dataset, method, budget, f"evidence_turns_full{suffix}",
+             share(sum(r.evidence_full for r in with_ev), turns), turns),
+        _row(dataset, method, budget, f"evidence_turns_part{suffix}",
+             share(sum(r.evidence_part for r in with_ev), turns), turns),
+        _row(dataset, method, budget, f"questions_all_evidence{suffix}",
+             share(sum(bool(r.all_evidence) for r in with_ev), len(with_ev)), len(with_ev)),
+    ]
+
+
+def aggregate(dataset: str, results: Sequence[ItemResult]) -> list[dict[str, Any]]:
+    """Result rows for every method and budget found in the results."""
+    renders: dict[tuple[str, int], list[RenderRecord]] = defaultdict(list)
+    for res in results:
+        for r in res.renders:
+            renders[(r.method, r.budget)].append(r)
+    writes: dict[str, list] = defaultdict(list)
+    for res in results:
+        for w in res.writes:
+            writes[w.method].append(w)
+    conversation = any(r.step is None for recs in renders.values() for r in recs)
+    rows: list[dict[str, Any]] = []
+    for (method, budget), recs in sorted(renders.items()):
+        if conversation:
+            rows += _evidence_rows(dataset, method, budget, recs)
+            rows.append(_row(dataset, method, budget, "questions", len(recs), len(recs)))
+            rows.append(_row(dataset, method, budget, "abstention_questions",
+                             sum(res.abstentions for res in results), len(recs)))
+            groups = sorted({r.group for r in recs})
+            for g in groups:
+                rows += _evidence_rows(dataset, method, budget, [r for r in recs if r.group == g], f"[{g}]")
+        else:
+            reused = sum(r.reused_total for r in recs)
+            trace = sum(r.trace_total for r in recs)
+            rows.append(_row(dataset, method, budget, "reused_detail_recall",
+                             share(sum(r.reused_hits for r in recs), reused), reused))
+            rows.append(_row(dataset, method, budget, "command_trace_recall",
+                             share(sum(r.trace_hits for r in recs), trace), trace))
+            rows.append(_row(dataset, method, budget, "steps", len(recs), len(recs)))
+        tokens = [r.tokens for r in recs]
+        ms = [r.ms for r in recs]
+        rows.append(_row(dataset, method, budget, "context_tokens_mean", sum(tokens) / len(tokens), len(recs)))
+        rows.append(_row(dataset, method, budget, "context_tokens_max", max(tokens), len(recs)))
+        rows.append(_row(dataset, method, budget, "render_ms_p50", percentile(ms, 50), len(recs)))
+        rows.append(_row(dataset, method, budget, "render_ms_p95", percentile(ms, 95), len(recs)))
+        units = sum(w.units for w in writes[method])
+        rows.append(_row(dataset, method, budget, "write_ms_per_unit",
+                         share(sum(w.ms for w in writes[method]), units), units))
+        rows.append(_row(dataset, method, budget, "llm_calls_per_unit",
+                         share(sum(w.llm_calls for w in writes[method]), units), units))
+    return rows
+
+
+# ------------------------------------------------------------------------------ Markdown
+
+def _fmt(metric: str, value: float | None) -> str:
+    if value is None:
+        return "–"
+    if metric.startswith(("evidence", "questions_all", "reused", "command")):
+        return f"{100 * value:.1f}"
+    if metric.startswith(("context_tokens", "questions", "steps", "abstention")):
+        return f"{value:,.0f}"
+    return f"{value:.2f}"
+
+
+def _table(header: Sequence[str], body: Iterable[Sequence[str]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in body]
+    return lines
+
+
+def markdown(rows: Sequence[dict[str, Any]], methods_order: Sequence[str] | None = None) -> str:
+    """Tables a person can read: per dataset and budget, one row per method."""
+    out: list[str] = ["# FlexA-Mem evaluation (no LLM)", "",
+                      "Shares in %, tokens counted with the shared o200k counter, latencies in ms. "
+                      "`amem` uses rule records (no LLM); `pamer` replaces the learned hidden-state "
+                      "trigger with the 1,024-token threshold and writes rule summaries.", ""]
+    index = {(r["dataset"], r["method"], r["budget"], r["metric"]): r for r in rows}
+    for dataset in dict.fromkeys(r["dataset"] for r in rows):
+        drows = [r for r in rows if r["dataset"] == dataset]
+        methods = list(dict.fromkeys([m for m in (methods_order or []) if any(r["method"] == m for r in drows)]
+                                     + [r["method"] for r in drows]))
+        budgets = sorted({r["budget"] for r in drows})
+        conversation = any(r["metric"] == "evidence_turns_full" for r in drows)
+        main = (CONVERSATION_METRICS if conversation else TRAJECTORY_METRICS) + COMMON_METRICS
+        for budget in budgets:
+            n_line = ""
+            first = index.get((dataset, methods[0], budget, main[0]))
+            if first:
+                n_line = f" (n = {first['n']:,} for {main[0]})"
+            out += [f"## {dataset}, budget {budget:,}{n_line}", ""]
+            body = []
+            for m in methods:
+                body.append([LABELS.get(m, m)] + [_fmt(k, (index.get((dataset, m, budget, k)) or {}).get("value"))
+                                                  for k in main])
+            out += _table(["method", *main], body) + [""]
+        groups = sorted({r["metric"].split("[", 1)[1][:-1] for r in drows if "[" in r["metric"]})
+        if groups:
+            for metric in CONVERSATION_METRICS[:1] + CONVERSATION_METRICS[2:]:
+                for budget in budgets:
+                    out += [f"### {dataset}, {metric} by {'question type' if dataset == 'longmemeval' else 'category'}"
+                            f", budget {budget:,}", ""]
+                    ns = {g: (index.get((dataset, methods[0], budget, f"{metric}[{g}]")) or {}).get("n", 0)
+                          for g in groups}
+                    body = [[LABELS.get(m, m)] + [_fmt(metric, (index.get((dataset, m, budget, f"{metric}[{g}]"))
+                                                                or {}).get("value")) for g in groups]
+                            for m in methods]
+                    out += _table(["method", *(f"{g} (n={ns[g]})" for g in groups)], body) + [""]
+    return "\n".join(out)
+
+
+def write_outputs(out_dir: Path, rows: Sequence[dict[str, Any]], methods_order: Sequence[str] = ()) -> list[Path]:
+    """``results.json``, ``results.md`` and one PNG per metric; returns the paths written."""
+    from .plots import plot_metrics
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    json_path = out_dir / "results.json"
+    json_path.write_text(json.dumps(list(rows), indent=1), encoding="utf-8")
+    md_path = out_dir / "results.md"
+    md_path.write_text(markdown(rows, methods_order), encoding="utf-8")
+    return [json_path, md_path, *plot_metrics(out_dir, rows, methods_order)]

@@ -1,0 +1,220 @@
+"""Run items x methods x budgets, in worker processes, with a progress bar.
+
+Each item (a conversation with its questions, or a trajectory) is evaluated by one worker
+for every method and budget, so whatever a method writes about a history is written once
+and rendered at every budget. Workers return plain records; the parent aggregates them.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import time
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from flexamem_core import FlexAMemConfig, Message
+from flexamem_core.units import reader_blocks
+
+from .actions import trajectory_targets
+from .items import ConversationItem, Item, TrajectoryItem
+from .methods import make_method
+from .methods.base import Env, context_text
+from .metrics import EvidenceTurn, evidence_shown, score_step
+
+
+@dataclass(frozen=True)
+class Spec:
+    """What to run: dataset name, budgets, method names, whether to keep rendered texts."""
+
+    dataset: str
+    budgets: tuple[int, ...]
+    methods: tuple[str, ...]
+    dump: bool = False
+    config: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class RenderRecord:
+    """One rendered context and what the metrics found in it."""
+
+    method: str
+    budget: int
+    item_id: str
+    group: str
+    tokens: int
+    ms: float
+    step: int | None = None
+    evidence_full: int = 0
+    evidence_part: int = 0
+    evidence_turns: int = 0
+    all_evidence: bool | None = None
+    reused_hits: int = 0
+    reused_total: int = 0
+    trace_hits: int = 0
+    trace_total: int = 0
+
+
+@dataclass
+class WriteRecord:
+    method: str
+    item_id: str
+    ms: float
+    units: int
+    llm_calls: int
+
+
+@dataclass
+class ItemResult:
+    renders: list[RenderRecord] = field(default_factory=list)
+    writes: list[WriteRecord] = field(default_factory=list)
+    dumps: list[dict[str, Any]] = field(default_factory=list)
+    questions: int = 0
+    abstentions: int = 0
+
+
+_ENV: Env | None = None
+
+
+def _env(spec: Spec) -> Env:
+    global _ENV
+    if _ENV is None:
+        from flexamem_core.tokens import default_tokenizer
+
+        _ENV = Env(tokenizer=default_tokenizer(), config=FlexAMemConfig(**spec.config))
+    return _ENV
+
+
+def evaluate_item(item: Item, spec: Spec, env: Env | None = None) -> ItemResult:
+    """Every method and budget of the spec on one item."""
+    env = env or _env(spec)
+    if isinstance(item, ConversationItem):
+        return _conversation(item, spec, env)
+    return _trajectory(item, spec, env)
+
+
+def _dump(spec: Spec, item_id: str, method: str, budget: int, step: int | None,
+          text: str, tokens: int) -> dict[str, Any]:
+    row = {"dataset": spec.dataset, "item_id": item_id, "method": method, "budget": budget,
+           "context_text": text, "context_tokens": tokens}
+    if step is not None:
+        row["step"] = step
+    return row
+
+
+def _conversation(item: ConversationItem, spec: Spec, env: Env) -> ItemResult:
+    out = ItemResult(questions=len(item.questions), abstentions=sum(q.abstention for q in item.questions))
+    by_id = {m.metadata.get("turn"): m for m in item.history}
+    turns = {q.item_id: [EvidenceTurn.build(t, item.turn_text[t], env.tokenizer,
+                                            reader_blocks([by_id[t]])[0].header)
+                         for t in q.evidence if t in by_id]
+             for q in item.questions if not q.abstention}
+    shared: dict[str, Any] = {}
+    for name in spec.methods:
+        method = make_method(name, env, shared)
+        t0 = time.perf_counter()
+        method.write(item.history)
+        ms = (time.perf_counter() - t0) * 1000 + method.cost.ms
+        units = method.cost.units or len(method.reader_units())
+        out.writes.append(WriteRecord(name, item.history_id, ms, units, method.cost.llm_calls))
+        for q in item.questions:
+            for budget in spec.budgets:
+                t0 = time.perf_counter()
+                context = method.question_context(q, budget)
+                ms = (time.perf_counter() - t0) * 1000
+                text = context_text(context)
+                tokens = env.count(context)
+                rec = RenderRecord(name, budget, q.item_id, q.group, tokens, ms)
+                if q.item_id in turns and turns[q.item_id]:
+                    ev = evidence_shown(text, turns[q.item_id])
+                    rec.evidence_full, rec.evidence_part = sum(ev.full), sum(ev.part)
+                    rec.evidence_turns, rec.all_evidence = len(ev.full), ev.all_shown
+                out.renders.append(rec)
+                if spec.dump:
+                    out.dumps.append(_dump(spec, q.item_id, name, budget, None, text, tokens))
+    return out
+
+
+def _trajectory(item: TrajectoryItem, spec: Spec, env: Env) -> ItemResult:
+    out = ItemResult()
+    messages: Sequence[Message] = item.messages
+    targets = trajectory_targets(messages)
+    sizes = {t.step: env.count(messages[: t.message_index]) for t in targets}
+    shared: dict[str, Any] = {}
+    for name in spec.methods:
+        method = make_method(name, env, shared)
+        for target in targets:
+            history = list(messages[: target.message_index])
+            for budget in spec.budgets:
+                if sizes[target.step] <= env.effective(budget):
+                    continue
+                t0 = time.perf_counter()
+                context = method.step_context(history, budget)
+                ms = (time.perf_counter() - t0) * 1000
+                text = context_text(context)
+                tokens = env.count(context)
+                res = score_step(text, target)
+                out.renders.append(RenderRecord(
+                    name, budget, item.item_id, "all", tokens, ms, step=target.step,
+                    reused_hits=res.reused_hits, reused_total=res.reused_total,
+                    trace_hits=res.trace_hits, trace_total=res.trace_total))
+                if spec.dump:
+                    out.dumps.append(_dump(spec, item.item_id, name, budget, target.step, text, tokens))
+        units = method.cost.units
+        out.writes.append(WriteRecord(name, item.item_id, method.cost.ms, units, method.cost.llm_calls))
+    return out
+
+
+def _init_worker(config: dict[str, Any]) -> None:
+    """Load the tokenizer once per worker process."""
+    _env(Spec(dataset="", budgets=(), methods=(), config=config))
+
+
+def run(items: Sequence[Item], spec: Spec, workers: int = 1, progress: bool = True,
+        on_result: Callable[[ItemResult], None] | None = None) -> list[ItemResult]:
+    """Evaluate items, in ``workers`` processes when more than one; results in item order."""
+    from tqdm.auto import tqdm
+
+    results: list[ItemResult | None] = [None] * len(items)
+    bar = tqdm(total=len(items), desc=f"{spec.dataset}", unit="item", disable=not progress)
+    render_ms: list[float] = []
+
+    def done(i: int, res: ItemResult) -> None:
+        results[i] = res
+        render_ms.extend(r.ms for r in res.renders)
+        if on_result:
+            on_result(res)
+        bar.update(1)
+        if render_ms:
+            bar.set_postfix(renders=len(render_ms), ms_mean=f"{sum(render_ms) / len(render_ms):.1f}")
+
+    if workers <= 1:
+        for i, item in enumerate(items):
+            done(i, evaluate_item(item, spec))
+    else:
+        ctx = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker,
+                                 initargs=(spec.config,)) as pool:
+            futures = {pool.submit(evaluate_item, item, spec): i for i, item in enumerate(items)}
+            for fut in as_completed(futures):
+                done(futures[fut], fut.result())
+    bar.close()
+    return [r for r in results if r is not None]
+
+
+def write_dumps(path: Path, results: Iterable[ItemResult]) -> int:
+    """Append every dumped render as one JSON line; returns the number written."""
+    n = 0
+    with path.open("a", encoding="utf-8") as f:
+        for res in results:
+            for row in res.dumps:
+                f.write(json.dumps(row, ensure_ascii=False) + "\n")
+                n += 1
+    return n
+
+
+def records_as_dicts(results: Iterable[ItemResult]) -> list[dict[str, Any]]:
+    return [asdict(r) for res in results for r in res.renders]

@@ -1,0 +1,179 @@
+"""The one place where LangChain messages become FlexA-Mem messages and back.
+
+Going in, every LangChain message is read (never mutated) into a frozen
+:class:`flexamem_core.Message` that keeps the LangChain id, the tool calls with JSON
+arguments (invalid tool calls too, since ``create_agent`` answers them with a
+``ToolMessage``), the ``tool_call_id`` and the content blocks. Coming back, the window
+messages are the caller's ORIGINAL objects (so ids, metadata and provider fields such as
+reasoning blocks survive untouched) and only the memory message is new.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    ChatMessage,
+    HumanMessage,
+    RemoveMessage,
+    SystemMessage,
+    ToolMessage,
+)
+
+from flexamem_core import Message, MessageError, ToolCall
+
+#: Id of the rendered memory message; it never enters the graph state.
+MEMORY_MESSAGE_ID = "flexamem-memory"
+
+_CHAT_ROLES = {"system": "system", "developer": "system", "user": "user", "human": "user",
+               "assistant": "assistant", "ai": "assistant", "tool": "tool"}
+
+
+@dataclass(frozen=True)
+class Converted:
+    """Core messages plus the map back to the LangChain objects they were read from."""
+
+    messages: list[Message]
+    originals: dict[int, BaseMessage]
+
+    def original(self, message: Message) -> BaseMessage | None:
+        """The LangChain object a core message was read from (by identity), if any."""
+        return self.originals.get(id(message))
+
+
+def _json_args(args: Any) -> str:
+    if isinstance(args, str):
+        return args
+    if args is None:
+        return ""
+    return json.dumps(args, ensure_ascii=False, default=str)
+
+
+def _content(content: Any) -> str | tuple[dict[str, Any], ...]:
+    """String content as is; content blocks as dict parts (bare strings become text parts)."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, Sequence):
+        parts: list[dict[str, Any]] = []
+        for block in content:
+            if isinstance(block, str):
+                parts.append({"type": "text", "text": block})
+            elif isinstance(block, Mapping):
+                parts.append(dict(block))
+            else:
+                parts.append({"type": "text", "text": str(block)})
+        return tuple(parts)
+    return str(content)
+
+
+def _tool_calls(message: AIMessage) -> tuple[ToolCall, ...]:
+    calls = [ToolCall(name=str(c.get("name") or "unknown_tool"), arguments=_json_args(c.get("args")),
+                      id=c.get("id") or None) for c in message.tool_calls]
+    calls += [ToolCall(name=str(c.get("name") or "unknown_tool"), arguments=_json_args(c.get("args")),
+                       id=c.get("id") or None) for c in message.invalid_tool_calls]
+    return tuple(calls)
+
+
+def _role(message: BaseMessage) -> str:
+    if isinstance(message, RemoveMessage):
+        raise MessageError("RemoveMessage is an instruction to the add_messages reducer, not a message; "
+                           "render the reduced state['messages'] instead")
+    if isinstance(message, SystemMessage):
+        return "system"
+    if isinstance(message, HumanMessage):
+        return "user"
+    if isinstance(message, AIMessage):
+        return "assistant"
+    if isinstance(message, ToolMessage):
+        return "tool"
+    if isinstance(message, ChatMessage):
+        role = _CHAT_ROLES.get(str(message.role).lower())
+        if role is None:
+            raise MessageError(f"ChatMessage role {message.role!r} is not supported; "
+                               f"use one of {sorted(_CHAT_ROLES)}")
+        return role
+    raise MessageError(f"{type(message).__name__} (type {message.type!r}) is not supported; use "
+                       "SystemMessage, HumanMessage, AIMessage or ToolMessage")
+
+
+def to_core_message(message: BaseMessage) -> Message:
+    """Read one LangChain message into a core :class:`Message` (the LangChain id is kept)."""
+    if not isinstance(message, BaseMessage):
+        raise MessageError(f"expected a LangChain BaseMessage, got {type(message).__name__}")
+    role = _role(message)
+    return Message(
+        role=role,  # type: ignore[arg-type]
+        content=_content(message.content),
+        tool_calls=_tool_calls(message) if isinstance(message, AIMessage) else (),
+        tool_call_id=message.tool_call_id if isinstance(message, ToolMessage) else None,
+        id=message.id or None,
+        name=message.name or None,
+    )
+
+
+def to_core(messages: Sequence[BaseMessage]) -> Converted:
+    """Read a LangChain history into core messages, remembering each original object."""
+    if isinstance(messages, (str, bytes, BaseMessage)):
+        raise MessageError("expected a sequence of LangChain messages")
+    core: list[Message] = []
+    originals: dict[int, BaseMessage] = {}
+    for i, lc in enumerate(messages):
+        try:
+            m = to_core_message(lc)
+        except MessageError as exc:
+            raise MessageError(f"message {i}: {exc}") from None
+        core.append(m)
+        originals[id(m)] = lc
+    return Converted(core, originals)
+
+
+def is_memory_message(message: BaseMessage | Message) -> bool:
+    """True for the rendered memory message (LangChain or core form)."""
+    if isinstance(message, Message):
+        return message.metadata.get("flexamem") == "memory"
+    return message.id == MEMORY_MESSAGE_ID and message.text.startswith("<memory>")
+
+
+def from_core_message(message: Message) -> BaseMessage:
+    """A new LangChain message for a core message that has no original (memory, or made by the core)."""
+    content: Any = message.content if isinstance(message.content, str) else [dict(p) for p in message.content]
+    if is_memory_message(message):
+        return HumanMessage(content=message.text, id=MEMORY_MESSAGE_ID)
+    if message.role == "system":
+        return SystemMessage(content=content, id=message.id)
+    if message.role == "user":
+        return HumanMessage(content=content, id=message.id, name=message.name)
+    if message.role == "tool":
+        return ToolMessage(content=content, tool_call_id=message.tool_call_id or "", id=message.id,
+                           name=message.name)
+    calls = []
+    for c in message.tool_calls:
+        try:
+            args = json.loads(c.arguments) if c.arguments else {}
+        except json.JSONDecodeError:
+            args = {"input": c.arguments}
+        calls.append({"name": c.name, "args": args if isinstance(args, dict) else {"input": args},
+                      "id": c.id, "type": "tool_call"})
+    return AIMessage(content=content, tool_calls=calls, id=message.id, name=message.name)
+
+
+def to_langchain(rendered: Sequence[Message], converted: Converted) -> list[BaseMessage]:
+    """Map rendered core messages back: originals for the window, new messages otherwise."""
+    by_id = {m.id: converted.originals[id(m)] for m in converted.messages if m.id}
+    out: list[BaseMessage] = []
+    for m in rendered:
+        original = converted.original(m)
+        if original is None and m.id and not is_memory_message(m):
+            candidate = by_id.get(m.id)
+            # Only reuse by id when the core returned the same message (not a shortened copy).
+            if candidate is not None and to_core_message(candidate) == m:
+                original = candidate
+        out.append(original if original is not None else from_core_message(m))
+    return out

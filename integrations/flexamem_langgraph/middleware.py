@@ -1,0 +1,76 @@
+"""FlexA-Mem as a ``create_agent`` middleware: the one-line way to add it to a LangChain agent.
+
+The middleware renders in ``wrap_model_call`` and ``awrap_model_call`` and hands the
+rendered messages to the model through ``request.override(messages=...)``. The graph state
+is never written: ``state["messages"]``, checkpoints, time travel and human-in-the-loop see
+the complete history, and only the model call sees the rendered one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
+
+from .budget import extra_tokens
+from .namespaces import resolve_namespace
+from .render import LangChainRender, RenderCallback, arender_langchain, default_mem, render_langchain
+
+if TYPE_CHECKING:
+    from flexamem_core import FlexAMem
+
+
+class FlexAMemMiddleware(AgentMiddleware):
+    """Render FlexA-Mem memory for every model call of a ``create_agent`` agent.
+
+    Usage: ``create_agent(model, tools, middleware=[FlexAMemMiddleware(budget=8000)],
+    checkpointer=...)``.
+
+    The static system prompt stays ``request.system_message``; the memory is one
+    ``<memory>`` HumanMessage after it (following the task). The budget counts the system
+    prompt and the tool schemas of the request. Memory is namespaced by the run's thread
+    id; a run without a thread id (no checkpointer) uses ``namespace``.
+    """
+
+    def __init__(self, mem: FlexAMem | None = None, *, budget: int | None = None,
+                 namespace: str = "default", count_tools: bool = True,
+                 on_render: RenderCallback | None = None) -> None:
+        super().__init__()
+        self.mem = mem if mem is not None else default_mem()
+        if budget is not None and (not isinstance(budget, int) or budget <= 0):
+            raise ValueError(f"budget must be a positive int, got {budget!r}")
+        self.budget = budget
+        self.namespace = namespace
+        self.count_tools = count_tools
+        self.on_render = on_render
+
+    def _plan(self, request: ModelRequest) -> tuple[str, int]:
+        namespace = resolve_namespace(self.namespace, request.runtime)
+        tools = request.tools if self.count_tools else ()
+        return namespace, extra_tokens(self.mem, request.system_message, tools)
+
+    def _apply(self, request: ModelRequest, outcome: LangChainRender) -> ModelRequest:
+        if self.on_render is not None:
+            self.on_render(outcome)
+        if outcome.rendered.passthrough:
+            return request
+        return request.override(messages=outcome.messages)
+
+    def wrap_model_call(self, request: ModelRequest,
+                        handler: Callable[[ModelRequest], ModelResponse]) -> Any:
+        if not request.messages:
+            return handler(request)
+        namespace, extra = self._plan(request)
+        outcome = render_langchain(self.mem, request.messages, namespace=namespace,
+                                   budget=self.budget, extra_tokens=extra)
+        return handler(self._apply(request, outcome))
+
+    async def awrap_model_call(self, request: ModelRequest,
+                               handler: Callable[[ModelRequest], Awaitable[ModelResponse]]) -> Any:
+        if not request.messages:
+            return await handler(request)
+        namespace, extra = self._plan(request)
+        outcome = await arender_langchain(self.mem, request.messages, namespace=namespace,
+                                          budget=self.budget, extra_tokens=extra)
+        return await handler(self._apply(request, outcome))

@@ -1,0 +1,152 @@
+"""A FlexA-Mem :class:`~flexamem_core.protocols.Store` kept in a LangGraph ``BaseStore``.
+
+A LangGraph deployment already runs a store (``InMemoryStore``, ``PostgresStore``, the
+platform store); this backend keeps FlexA-Mem's units, notes, pieces and merged records
+there as JSON items, so memory lives wherever the deployment keeps its data.
+
+Layout: for FlexA-Mem namespace ``ns`` the items live under
+``(*prefix, label(ns), kind)`` with ``kind`` one of ``units``, ``notes``, ``pieces``,
+``merged`` and the unit key (or merge key) as item key. ``label`` escapes ``.``, which
+LangGraph namespace labels may not contain. Every unit write is one ``batch`` of puts with
+the note last, so ``notes()`` never lists a unit that was only partly written, and every
+item carries a write sequence number that gives the write order back (BaseStore search
+order is backend-defined). Items are written with ``index=False``: FlexA-Mem computes its
+own embeddings, the store's vector index is not used.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from langgraph.store.base import BaseStore, PutOp
+
+from flexamem_core.schema import MergedRecord, Note, Piece, Unit
+from flexamem_core.stores import check_namespace
+
+_PAGE = 500
+
+
+def _label(namespace: str) -> str:
+    return check_namespace(namespace).replace(".", "%2E")
+
+
+def _unlabel(label: str) -> str:
+    return label.replace("%2E", ".")
+
+
+class LangGraphBaseStore:
+    """FlexA-Mem store backend on any LangGraph ``BaseStore``.
+
+    Not transactional across processes: two workers writing the same unit at once both
+    write identical content (keys are content hashes), so the result is the same.
+    """
+
+    def __init__(self, store: BaseStore, prefix: Sequence[str] = ("flexamem",)) -> None:
+        if not isinstance(store, BaseStore):
+            raise TypeError(f"store must be a langgraph BaseStore, got {type(store).__name__}")
+        prefix = tuple(prefix)
+        if not prefix or any(not isinstance(p, str) or not p or "." in p for p in prefix):
+            raise ValueError(f"prefix must be non-empty labels without '.', got {prefix!r}")
+        if prefix[0] == "langgraph":
+            raise ValueError("LangGraph reserves the root label 'langgraph'")
+        self.store = store
+        self.prefix = prefix
+        self._lock = threading.Lock()
+        self._last_seq = 0
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _ns(self, namespace: str, kind: str) -> tuple[str, ...]:
+        return (*self.prefix, _label(namespace), kind)
+
+    def _seq(self) -> int:
+        """Strictly increasing write sequence (wall-clock nanoseconds, bumped on ties)."""
+        with self._lock:
+            self._last_seq = max(time.time_ns(), self._last_seq + 1)
+            return self._last_seq
+
+    def _all(self, namespace: str, kind: str) -> list[dict[str, Any]]:
+        """Every item value of one kind, in write order."""
+        ns = self._ns(namespace, kind)
+        values: list[dict[str, Any]] = []
+        offset = 0
+        while True:
+            page = self.store.search(ns, limit=_PAGE, offset=offset)
+            values.extend(item.value for item in page if item.namespace == ns)
+            if len(page) < _PAGE:
+                break
+            offset += _PAGE
+        values.sort(key=lambda v: (v.get("seq", 0), v.get("key", "")))
+        return values
+
+    # -- Store protocol --------------------------------------------------------------------
+
+    def write_unit(self, namespace: str, unit: Unit, note: Note, pieces: Sequence[Piece]) -> bool:
+        if self.has_unit(namespace, unit.key):
+            return False
+        seq = self._seq()
+        self.store.batch([
+            PutOp(self._ns(namespace, "units"), unit.key,
+                  {"seq": seq, "key": unit.key, "parent": unit.parent, "unit": unit.to_dict()}, index=False),
+            PutOp(self._ns(namespace, "pieces"), unit.key,
+                  {"seq": seq, "key": unit.key, "pieces": [p.to_dict() for p in pieces]}, index=False),
+            PutOp(self._ns(namespace, "notes"), unit.key,
+                  {"seq": seq, "key": unit.key, "note": note.to_dict()}, index=False),
+        ])
+        return True
+
+    def has_unit(self, namespace: str, key: str) -> bool:
+        return self.store.get(self._ns(namespace, "notes"), key) is not None
+
+    def get_unit(self, namespace: str, key: str) -> Unit:
+        item = self.store.get(self._ns(namespace, "units"), key)
+        if item is None:
+            raise KeyError(f"no unit {key!r} in namespace {namespace!r}")
+        return Unit.from_dict(item.value["unit"])
+
+    def notes(self, namespace: str) -> list[Note]:
+        return [Note.from_dict(v["note"]) for v in self._all(namespace, "notes")]
+
+    def parents(self, namespace: str) -> dict[str, str | None]:
+        committed = {v["key"] for v in self._all(namespace, "notes")}
+        return {v["key"]: v.get("parent") for v in self._all(namespace, "units") if v["key"] in committed}
+
+    def pieces(self, namespace: str, unit_key: str) -> list[Piece]:
+        item = self.store.get(self._ns(namespace, "pieces"), unit_key)
+        if item is None:
+            return []
+        return [Piece.from_dict(p) for p in item.value["pieces"]]
+
+    def iter_pieces(self, namespace: str) -> Iterable[Piece]:
+        committed = {v["key"] for v in self._all(namespace, "notes")}
+        for value in self._all(namespace, "pieces"):
+            if value["key"] in committed:
+                yield from (Piece.from_dict(p) for p in value["pieces"])
+
+    def get_merged(self, namespace: str, key: str) -> MergedRecord | None:
+        item = self.store.get(self._ns(namespace, "merged"), key)
+        return None if item is None else MergedRecord.from_dict(item.value["merged"])
+
+    def put_merged(self, namespace: str, merged: MergedRecord) -> None:
+        if self.get_merged(namespace, merged.key) is not None:
+            return
+        self.store.put(self._ns(namespace, "merged"), merged.key,
+                       {"seq": self._seq(), "key": merged.key, "merged": merged.to_dict()}, index=False)
+
+    def namespaces(self) -> list[str]:
+        found: list[tuple[str, ...]] = []
+        offset = 0
+        while True:
+            page = self.store.list_namespaces(prefix=self.prefix, suffix=("notes",), limit=_PAGE,
+                                              offset=offset)
+            found.extend(page)
+            if len(page) < _PAGE:
+                break
+            offset += _PAGE
+        # Some backends list a namespace once it was read; keep those that hold a note.
+        names = {_unlabel(ns[len(self.prefix)]) for ns in found
+                 if len(ns) == len(self.prefix) + 2 and self.store.search(ns, limit=1)}
+        return sorted(names)

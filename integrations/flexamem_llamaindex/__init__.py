@@ -1,0 +1,30 @@
+"""FlexA-Mem for LlamaIndex: ``FlexAMemory`` where ``ChatMemoryBuffer`` was, ``FlexAMemLLM`` for tool loops.
+
+```python
+from flexamem_llamaindex import FlexAMemory
+memory = FlexAMemory.from_defaults(budget=8000)
+agent.run("...", memory=memory)            # or SimpleChatEngine.from_defaults(memory=memory)
+```
+"""
+
+from .convert import from_core, from_core_list, to_core, to_core_list, tool_calls_of
+from .llm import FlexAMemLLM
+from .memory import FlexAMemory, LastGet
+from .presets import config_for
+from .store_urls import StoreURLError, open_store, register_opener, url_for
+
+__all__ = [
+    "FlexAMemLLM",
+    "FlexAMemory",
+    "LastGet",
+    "StoreURLError",
+    "config_for",
+    "from_core",
+    "from_core_list",
+    "open_store",
+    "register_opener",
+    "to_core",
+    "to_core_list",
+    "tool_calls_of",
+    "url_for",
+]

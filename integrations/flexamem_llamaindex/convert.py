@@ -1,0 +1,152 @@
+"""The one place where LlamaIndex ``ChatMessage`` and ``flexamem_core.Message`` meet.
+
+LlamaIndex keeps tool calls in two places depending on the LLM integration: as
+``ToolCallBlock`` content blocks (llama-index-core >= 0.14, the mock LLMs, Anthropic,
+newer OpenAI) or in ``additional_kwargs["tool_calls"]`` (older OpenAI-style integrations:
+OpenAI SDK objects, plain dicts, or ``ToolSelection``). Tool results are role ``tool``
+with ``additional_kwargs["tool_call_id"]``. Both directions read the host message and
+never write to it: messages that come back unchanged are deep copies of the originals
+(agents edit returned messages in place), and only the memory message is new.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from flexamem_core import Message, ToolCall
+from llama_index.core.base.llms.types import (
+    ChatMessage,
+    MessageRole,
+    TextBlock,
+    ThinkingBlock,
+    ToolCallBlock,
+)
+
+#: LlamaIndex roles folded onto the four roles of the core.
+ROLE_TO_CORE: dict[str, str] = {
+    MessageRole.SYSTEM.value: "system",
+    MessageRole.DEVELOPER.value: "system",
+    MessageRole.USER.value: "user",
+    MessageRole.ASSISTANT.value: "assistant",
+    MessageRole.CHATBOT.value: "assistant",
+    MessageRole.MODEL.value: "assistant",
+    MessageRole.TOOL.value: "tool",
+    MessageRole.FUNCTION.value: "tool",
+}
+
+#: Key a core message keeps its position under, so a rendered message maps back to its host copy.
+SOURCE_KEY = "llamaindex_index"
+
+
+def _arguments_json(args: Any) -> str:
+    if isinstance(args, str):
+        return args
+    return json.dumps(args, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def _call_from_kwargs_entry(entry: Any) -> ToolCall:
+    """One entry of ``additional_kwargs["tool_calls"]``: dict, OpenAI SDK object or ToolSelection."""
+    if isinstance(entry, Mapping):
+        if "tool_name" in entry:  # ToolSelection dumped to a dict
+            return ToolCall(name=str(entry["tool_name"]), arguments=_arguments_json(entry.get("tool_kwargs", {})),
+                            id=entry.get("tool_id") or None)
+        if "input" in entry and "name" in entry:  # Anthropic-style tool_use
+            return ToolCall(name=str(entry["name"]), arguments=_arguments_json(entry["input"]),
+                            id=entry.get("id") or None)
+        return ToolCall.from_any(entry)
+    if hasattr(entry, "tool_name"):  # ToolSelection
+        return ToolCall(name=str(entry.tool_name), arguments=_arguments_json(getattr(entry, "tool_kwargs", {})),
+                        id=getattr(entry, "tool_id", None) or None)
+    function = getattr(entry, "function", None)
+    if function is not None:  # OpenAI SDK ChatCompletionMessageToolCall
+        return ToolCall(name=str(getattr(function, "name", "") or "unknown_tool"),
+                        arguments=_arguments_json(getattr(function, "arguments", "") or ""),
+                        id=getattr(entry, "id", None) or None)
+    if hasattr(entry, "model_dump"):
+        return ToolCall.from_any(entry.model_dump())
+    raise TypeError(f"cannot read tool call of type {type(entry).__name__}")
+
+
+def tool_calls_of(message: ChatMessage) -> tuple[ToolCall, ...]:
+    """Every tool call of an assistant message, from blocks and from ``additional_kwargs``."""
+    calls: list[ToolCall] = [
+        ToolCall(name=b.tool_name, arguments=_arguments_json(b.tool_kwargs), id=b.tool_call_id or None)
+        for b in message.blocks if isinstance(b, ToolCallBlock)
+    ]
+    seen = {c.id for c in calls if c.id}
+    for entry in message.additional_kwargs.get("tool_calls") or ():
+        call = _call_from_kwargs_entry(entry)
+        if call.id is None or call.id not in seen:
+            calls.append(call)
+            if call.id:
+                seen.add(call.id)
+    return tuple(calls)
+
+
+def _content(message: ChatMessage) -> str | tuple[dict[str, Any], ...]:
+    """Text blocks as one string; with other media, parts whose non-text kinds show as marks."""
+    shown = [b for b in message.blocks if not isinstance(b, (ToolCallBlock, ThinkingBlock))]
+    if all(isinstance(b, TextBlock) for b in shown):
+        return "\n".join(b.text for b in shown)  # type: ignore[union-attr]
+    parts: list[dict[str, Any]] = []
+    for b in shown:
+        if isinstance(b, TextBlock):
+            parts.append({"type": "text", "text": b.text})
+        else:
+            parts.append({"type": str(getattr(b, "block_type", "unknown"))})
+    return tuple(parts)
+
+
+def to_core(message: ChatMessage, index: int | None = None, message_id: str | None = None) -> Message:
+    """A core :class:`Message` for a LlamaIndex message (read only, never mutated).
+
+    ``index`` is the message's position in the list of originals, kept in the metadata so
+    the rendered window maps back to a copy of the original; ``message_id`` is the id
+    ingestion is keyed by (LlamaIndex messages have none of their own).
+    """
+    if not isinstance(message, ChatMessage):
+        raise TypeError(f"expected a llama_index ChatMessage, got {type(message).__name__}")
+    role_value = message.role.value if isinstance(message.role, MessageRole) else str(message.role)
+    role = ROLE_TO_CORE.get(role_value)
+    if role is None:
+        raise ValueError(f"unsupported LlamaIndex message role {role_value!r}")
+    kwargs = message.additional_kwargs
+    tool_call_id = kwargs.get("tool_call_id") if role == "tool" else None
+    name = kwargs.get("name") if isinstance(kwargs.get("name"), str) else None
+    return Message(
+        role=role,  # type: ignore[arg-type]
+        content=_content(message),
+        tool_calls=tool_calls_of(message) if role == "assistant" else (),
+        tool_call_id=str(tool_call_id) if tool_call_id is not None else None,
+        id=message_id,
+        name=name,
+        metadata={SOURCE_KEY: index} if index is not None else {},
+    )
+
+
+def to_core_list(messages: Sequence[ChatMessage]) -> list[Message]:
+    """Convert a host list, each message keyed by its position (``m0``, ``m1``, ...)."""
+    return [to_core(m, i, f"m{i}") for i, m in enumerate(messages)]
+
+
+def from_core(message: Message, originals: Sequence[ChatMessage]) -> ChatMessage:
+    """The LlamaIndex message for a rendered one: a deep copy of its original, or a new message."""
+    index = message.metadata.get(SOURCE_KEY) if message.metadata else None
+    if isinstance(index, int) and 0 <= index < len(originals):
+        return originals[index].model_copy(deep=True)
+    role = MessageRole.SYSTEM if message.role == "system" else (
+        MessageRole.ASSISTANT if message.role == "assistant" else MessageRole.USER)
+    if message.role == "tool":  # the core only creates user/system messages; be safe anyway
+        role = MessageRole.TOOL
+    return ChatMessage(role=role, content=message.text)
+
+
+def from_core_list(messages: Sequence[Message], originals: Sequence[ChatMessage]) -> list[ChatMessage]:
+    return [from_core(m, originals) for m in messages]
+
+
+def copy_messages(messages: Sequence[ChatMessage]) -> list[ChatMessage]:
+    """Deep copies, so the host can edit what it gets without touching what is stored."""
+    return [m.model_copy(deep=True) for m in messages]

@@ -1,0 +1,199 @@
+"""``FlexAMemModel``: any mini-swe-agent model, queried with the FlexA-Mem rendered context.
+
+mini-swe-agent's agent hands its whole message list to ``model.query`` on every step. This
+wrapper renders that list for the budget right there and queries the real ("inner")
+model with the rendered list, so the agent's own list, and the saved trajectory, stay the
+complete linear history. It is selected like any model class::
+
+    model:
+      model_class: flexamem_minisweagent.FlexAMemModel
+      inner_model_class: litellm          # any mini-swe-agent model class or import path
+      model_name: anthropic/claude-sonnet-4-5-20250929
+      flexamem: {budget: 16000}
+
+which also works for ``mini-extra swebench --model-class flexamem_minisweagent.FlexAMemModel``
+(its batch runner builds a fresh model per instance). Every response's ``extra`` gains a
+``flexamem`` entry (render report, tokens, namespace, FlexA-Mem's own cost) and its
+``cost`` includes FlexA-Mem's own LLM spend, so the run's cost limits count it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from minisweagent import Model
+from minisweagent.exceptions import FormatError
+from minisweagent.models import GLOBAL_MODEL_STATS, get_model_class
+from minisweagent.utils.serialize import recursive_merge
+
+from flexamem_core import FlexAMem, Rendered
+from flexamem_core.stores import check_namespace
+
+from .convert import ConvertedHistory, to_core, to_host
+from .settings import FlexAMemSettings, LitellmChat, build_memory
+from .tools import tool_schema_tokens
+
+#: Keys of ``model_kwargs`` in the mini-swe-agent config that belong to the wrapper itself.
+OWN_KEYS = ("flexamem", "inner_model_class")
+
+
+def _class_path(obj: Any) -> str:
+    cls = obj if isinstance(obj, type) else type(obj)
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _summary(report: Mapping[str, Any]) -> dict[str, Any]:
+    """The report without its per-unit lists (for ``report: summary``)."""
+    return {k: v for k, v in report.items() if not isinstance(v, (list, tuple))}
+
+
+class FlexAMemModel:
+    """A mini-swe-agent model that renders the history with FlexA-Mem before each query.
+
+    Config route: ``FlexAMemModel(inner_model_class="litellm", flexamem={...}, **inner_config)``
+    builds the inner model from the remaining keys. Python route:
+    ``FlexAMemModel(inner=some_model, flexamem={...})`` wraps a model object. ``memory``
+    may pass a ready :class:`FlexAMem` (for example one on a shared store).
+    """
+
+    def __init__(self, *, inner: Model | None = None, memory: FlexAMem | None = None,
+                 inner_model_class: str = "", flexamem: Mapping[str, Any] | FlexAMemSettings | None = None,
+                 **inner_config: Any) -> None:
+        self.settings = (flexamem if isinstance(flexamem, FlexAMemSettings)
+                         else FlexAMemSettings.model_validate(dict(flexamem or {})))
+        if inner is None:
+            cls = get_model_class(str(inner_config.get("model_name", "")), inner_model_class)
+            if issubclass(cls, FlexAMemModel):
+                raise ValueError("inner_model_class must be a real model class, not FlexAMemModel itself")
+            inner = cls(**inner_config)
+        elif inner_config or inner_model_class:
+            raise ValueError("pass either inner=<model object> or the inner model's config, not both")
+        self.inner: Model = inner
+        self._writer_chat: LitellmChat | None = None
+        if memory is None:
+            memory, self._writer_chat = build_memory(self.settings)
+        self.memory = memory
+        self.namespace: str | None = self.settings.namespace
+        if self.namespace is not None:
+            check_namespace(self.namespace)
+        self._task_key: str | None = None
+        self._task_namespace: str | None = None
+        self._extra_tokens: int | None = self.settings.tool_schema_tokens
+        self.stats = {"queries": 0, "rendered": 0, "flexamem_cost": 0.0, "tokens_sent": 0}
+
+    # --- the Model protocol, delegated --------------------------------------------------
+    @property
+    def config(self) -> Any:
+        """The inner model's config (``model_name`` etc. are read from here by the runners)."""
+        return self.inner.config
+
+    def format_message(self, **kwargs: Any) -> dict:
+        return self.inner.format_message(**kwargs)
+
+    def format_observation_messages(self, message: dict, outputs: list[dict],
+                                    template_vars: dict | None = None) -> list[dict]:
+        return self.inner.format_observation_messages(message, outputs, template_vars)
+
+    def get_template_vars(self, **kwargs: Any) -> dict[str, Any]:
+        return self.inner.get_template_vars(**kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        # Only called for attributes not found normally: anything else of the inner model.
+        if name == "inner":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    def serialize(self) -> dict:
+        return recursive_merge(self.inner.serialize(), {
+            "info": {
+                "config": {
+                    "model_type": _class_path(self),
+                    "inner_model_type": _class_path(self.inner),
+                    "flexamem": self.settings.model_dump(mode="json"),
+                },
+                "flexamem": {**self.stats, "namespace": self.current_namespace},
+            }
+        })
+
+    # --- rendering ------------------------------------------------------------------------
+    @property
+    def current_namespace(self) -> str | None:
+        return self.namespace or self._task_namespace
+
+    def namespace_for(self, converted: ConvertedHistory) -> str:
+        """The fixed namespace, or a fresh one whenever the model is given a new task.
+
+        The task is recognised by its system prompt and first user message, so the batch
+        runner's instances (and a reused model given a new task) never share memories.
+        """
+        if self.namespace:
+            return self.namespace
+        head = [m for m in converted.messages[:4] if m.role in ("system", "user")][:2]
+        key = hashlib.sha256(json.dumps([m.text for m in head]).encode("utf-8", "replace")).hexdigest()
+        if key != self._task_key or self._task_namespace is None:
+            self._task_key = key
+            self._task_namespace = f"{self.settings.namespace_prefix}-{key[:12]}-{uuid.uuid4().hex[:8]}"
+        return self._task_namespace
+
+    def extra_tokens(self) -> int:
+        """Tokens of the tool schemas the inner model sends along with the messages."""
+        if self._extra_tokens is None:
+            self._extra_tokens = tool_schema_tokens(_class_path(self.inner), self.memory.tokenizer.count)
+        return self._extra_tokens
+
+    def render(self, messages: Sequence[Mapping[str, Any]]) -> tuple[list[Mapping[str, Any]], dict[str, Any]]:
+        """The messages to send for this history, and what to record about the render."""
+        start = time.perf_counter()
+        cost_before = self._writer_chat.cost if self._writer_chat else 0.0
+        calls_before = self._writer_chat.calls if self._writer_chat else 0
+        converted = to_core(messages)
+        namespace = self.namespace_for(converted)
+        rendered: Rendered = self.memory.render(converted.messages, namespace=namespace,
+                                                budget=self.settings.budget, extra_tokens=self.extra_tokens())
+        host = to_host(rendered.messages, converted)
+        cost = (self._writer_chat.cost - cost_before) if self._writer_chat else 0.0
+        report = rendered.report if self.settings.report == "full" else _summary(rendered.report)
+        info = {
+            "namespace": namespace,
+            "budget": self.settings.budget,
+            "passthrough": rendered.passthrough,
+            "tokens": rendered.tokens,
+            "messages_in": len(messages),
+            "messages_sent": len(host),
+            "render_seconds": round(time.perf_counter() - start, 4),
+            "cost": cost,
+            "llm_calls": (self._writer_chat.calls - calls_before) if self._writer_chat else 0,
+            "report": report,
+        }
+        self.stats["queries"] += 1
+        self.stats["rendered"] += 0 if rendered.passthrough else 1
+        self.stats["flexamem_cost"] += cost
+        self.stats["tokens_sent"] += rendered.tokens
+        if cost > 0:
+            GLOBAL_MODEL_STATS.add(cost)  # FlexA-Mem's own LLM calls count towards the global limit
+        return host, info
+
+    @staticmethod
+    def _annotate(message: Mapping[str, Any], info: dict[str, Any]) -> dict[str, Any]:
+        """A copy of the model's message with the render info in ``extra`` and the cost added."""
+        extra = dict(message.get("extra") or {})
+        extra["flexamem"] = info
+        extra["cost"] = float(extra.get("cost", 0.0) or 0.0) + info["cost"]
+        return {**message, "extra": extra}
+
+    def query(self, messages: list[dict], **kwargs: Any) -> dict:
+        """Render ``messages`` (never modified) and query the inner model with the result."""
+        host, info = self.render(messages)
+        try:
+            response = self.inner.query(list(host), **kwargs)
+        except FormatError as exc:
+            # The agent adds the first message (and its cost) to the trajectory.
+            if exc.messages:
+                exc.messages = (self._annotate(exc.messages[0], info), *exc.messages[1:])
+            raise
+        return self._annotate(response, info)

@@ -1,0 +1,136 @@
+"""``flexamem replay``: what a saved mini-swe-agent run would have shown its model, per step.
+
+For every model call of a saved ``.traj.json`` (v1 or v2; JSON Lines collections with
+``--instance``/``--index``), the history the model had at that call is rendered with
+FlexA-Mem for ``--budget``, in order, with one memory, exactly as :class:`FlexAMemModel`
+would have done live (memoised merges included). The rendered context is printed step by
+step with a summary of the render report, or as one JSON document with ``--json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any, TextIO
+
+from flexamem_core import FlexAMem, FlexAMemConfig, Message, MessageError
+from flexamem_core.messages import message_text
+
+from .convert import to_core, to_host
+from .tools import tool_schema_tokens
+from .trajectory import TrajectoryError, load_trajectories, model_calls, model_class_path, select_trajectory
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Arguments of ``flexamem replay``."""
+    parser.add_argument("trajectory", help="a saved .traj.json (or .json/.jsonl[.gz] of several trajectories)")
+    parser.add_argument("--budget", type=int, default=8000, help="context budget in tokens (default 8000)")
+    parser.add_argument("--step", type=int, default=None,
+                        help="show only model call N (1-based; earlier calls are still rendered first)")
+    parser.add_argument("--json", action="store_true", help="print one JSON document instead of text")
+    parser.add_argument("--summary", action="store_true", help="one line per step, no message text")
+    parser.add_argument("--max-chars", type=int, default=0,
+                        help="cut each printed message to this many characters (0: no cut)")
+    parser.add_argument("--instance", default=None, help="instance_id to pick from a file of several")
+    parser.add_argument("--index", type=int, default=None, help="position to pick from a file of several")
+    parser.add_argument("--mode", choices=("unit", "piece"), default="unit", help="recovery mode (default unit)")
+    parser.add_argument("--tool-schema-tokens", type=int, default=None,
+                        help="tokens of tool schemas per call (default: from the trajectory's model class)")
+
+
+def replay_steps(trajectory: Mapping[str, Any], budget: int, *, memory: FlexAMem | None = None,
+                 mode: str = "unit", only_step: int | None = None,
+                 tool_tokens: int | None = None) -> list[dict[str, Any]]:
+    """Render the history before every model call; return the steps (only ``only_step`` if given)."""
+    messages = trajectory.get("messages")
+    if not isinstance(messages, list):
+        raise TrajectoryError("the trajectory has no 'messages' list")
+    calls = model_calls(messages)
+    if only_step is not None and not 1 <= only_step <= len(calls):
+        raise TrajectoryError(f"step {only_step} out of range: the run made {len(calls)} model calls")
+    memory = memory or FlexAMem(FlexAMemConfig(budget=budget, mode=mode, history="agent"))
+    if tool_tokens is None:
+        tool_tokens = tool_schema_tokens(model_class_path(trajectory), memory.tokenizer.count,
+                                         str(trajectory.get("trajectory_format") or ""))
+    seed = json.dumps([trajectory.get("instance_id"), len(messages), budget], default=str)
+    namespace = "replay-" + hashlib.sha256(seed.encode()).hexdigest()[:12]
+    last = only_step or len(calls)
+    steps: list[dict[str, Any]] = []
+    for number, index in enumerate(calls[:last], 1):
+        converted = to_core(messages[:index])
+        rendered = memory.render(converted.messages, namespace=namespace, budget=budget, extra_tokens=tool_tokens)
+        if only_step is not None and number != only_step:
+            continue
+        steps.append({
+            "step": number,
+            "message_index": index,
+            "history_messages": len(converted.messages),
+            "history_tokens": memory.count_messages(converted.messages, extra_tokens=tool_tokens),
+            "tokens": rendered.tokens,
+            "passthrough": rendered.passthrough,
+            "sent": [_plain(m) for m in to_host(rendered.messages, converted)],
+            "rendered": [m.to_dict() for m in rendered.messages],
+            "memory_text": rendered.memory_text,
+            "report": rendered.report,
+        })
+    return steps
+
+
+def _plain(message: Mapping[str, Any]) -> dict[str, Any]:
+    """A sent message as the API would get it: without mini-swe-agent's ``extra``."""
+    return {k: v for k, v in message.items() if k != "extra"}
+
+
+def _scalars(report: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in report.items() if not isinstance(v, (list, tuple, dict))}
+
+
+def _cut(text: str, limit: int) -> str:
+    if limit and len(text) > limit:
+        return text[:limit] + f"\n[... {len(text) - limit} more characters]"
+    return text
+
+
+def print_text(steps: Sequence[Mapping[str, Any]], budget: int, out: TextIO, *, summary: bool,
+               max_chars: int) -> None:
+    """Human-readable output: a header per step, then (unless summary) every message sent."""
+    for step in steps:
+        kind = "passthrough" if step["passthrough"] else "memory"
+        print(f"=== step {step['step']} (before message {step['message_index']}): history "
+              f"{step['history_tokens']:,} tokens in {step['history_messages']} messages -> sent "
+              f"{step['tokens']:,} tokens in {len(step['rendered'])} messages, budget {budget:,} [{kind}] ===",
+              file=out)
+        if summary:
+            continue
+        for msg in step["rendered"]:
+            label = "memory" if (msg.get("metadata") or {}).get("flexamem") == "memory" else f"#{msg.get('id')}"
+            print(f"--- [{label} {msg['role']}]", file=out)
+            print(_cut(message_text(Message.from_dict(msg)), max_chars), file=out)
+        if step["report"]:
+            print(f"--- report: {json.dumps(_scalars(step['report']), default=str)}", file=out)
+        print(file=out)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Entry point of ``flexamem replay``; returns the exit status."""
+    if args.budget <= 0:
+        print("flexamem replay: --budget must be a positive number of tokens", file=sys.stderr)
+        return 2
+    try:
+        trajectory = select_trajectory(load_trajectories(args.trajectory), args.instance, args.index)
+        steps = replay_steps(trajectory, args.budget, mode=args.mode, only_step=args.step,
+                             tool_tokens=args.tool_schema_tokens)
+    except (TrajectoryError, MessageError) as exc:
+        print(f"flexamem replay: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        json.dump({"trajectory": str(args.trajectory), "instance_id": trajectory.get("instance_id"),
+                   "trajectory_format": trajectory.get("trajectory_format"), "budget": args.budget,
+                   "steps": steps}, sys.stdout, indent=1, default=str, ensure_ascii=False)
+        print()
+    else:
+        print_text(steps, args.budget, sys.stdout, summary=args.summary, max_chars=args.max_chars)
+    return 0

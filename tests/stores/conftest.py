@@ -1,0 +1,179 @@
+"""Backends of the store conformance suite: every test taking ``backend`` runs on each.
+
+PostgreSQL and Chroma-server tests need the services of ``.ci/services.sh``
+(FLEXAMEM_TEST_POSTGRES_URL, FLEXAMEM_TEST_CHROMA_URL). Without a reachable server they
+are skipped with the reason, except under CI=true, where they fail.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import sys
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from flexamem_core.stores import open_store  # noqa: E402
+
+DEFAULT_POSTGRES_URL = "postgresql://postgres@127.0.0.1:54329/flexamem_test"
+DEFAULT_CHROMA_URL = "chroma+http://127.0.0.1:58765"
+IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+
+
+def _unavailable(what: str, why: str) -> None:
+    message = f"{what} not reachable ({why}); start it with `source .ci/services.sh`"
+    if IN_CI:
+        pytest.fail(f"{message} [CI=true: service tests must run]")
+    pytest.skip(message)
+
+
+def postgres_url() -> str:
+    url = os.environ.get("FLEXAMEM_TEST_POSTGRES_URL", DEFAULT_POSTGRES_URL)
+    try:
+        import psycopg
+
+        with psycopg.connect(url, connect_timeout=3) as conn:
+            conn.execute("SELECT 1")
+    except Exception as exc:
+        _unavailable(f"PostgreSQL at {url}", f"{type(exc).__name__}: {exc}".strip()[:200])
+    return url
+
+
+def chroma_url() -> str:
+    url = os.environ.get("FLEXAMEM_TEST_CHROMA_URL", DEFAULT_CHROMA_URL)
+    parts = urlsplit(url)
+    try:
+        import urllib.request
+
+        urllib.request.urlopen(f"http://{parts.hostname}:{parts.port}/api/v2/heartbeat", timeout=3).read()
+        import chromadb  # noqa: F401
+    except Exception as exc:
+        _unavailable(f"Chroma at {url}", f"{type(exc).__name__}: {exc}"[:200])
+    return url
+
+
+@dataclass
+class Backend:
+    """One backend under test: how to (re)open it, and how to read everything it holds raw."""
+
+    name: str
+    url: str | None  # None: not reachable from another process (in-memory)
+    raw_dump: Callable[[Any], str]
+    persistent: bool = True
+    transactional: bool = True  # atomic units and safe concurrent writers
+    stores: list[Any] = field(default_factory=list)
+    first: Any = None
+
+    def open(self) -> Any:
+        """A new store object on the same data (the first call may return the shared one)."""
+        store = open_store(self.url) if self.url else self.first
+        self.stores.append(store)
+        return store
+
+
+def _close_all(backend: Backend) -> None:
+    for s in backend.stores:
+        close = getattr(s, "close", None)
+        if close:
+            close()
+
+
+def _memory_dump(store: Any) -> str:
+    return repr(store._spaces)  # the whole in-memory state
+
+
+def _sqlite_dump(path: Path) -> Callable[[Any], str]:
+    def dump(_store: Any) -> str:
+        conn = sqlite3.connect(path)
+        try:
+            text = "\n".join(conn.iterdump())
+        finally:
+            conn.close()
+        raw = b"".join(p.read_bytes() for p in path.parent.glob(path.name + "*"))
+        return text + "\n" + raw.decode("utf-8", "replace")
+
+    return dump
+
+
+def _postgres_dump(url: str, schema: str) -> Callable[[Any], str]:
+    def dump(_store: Any) -> str:
+        import psycopg
+        from psycopg import sql
+
+        with psycopg.connect(url) as conn:
+            tables = [r[0] for r in conn.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = %s", (schema,))]
+            return "\n".join(str(row[0]) for t in tables for row in conn.execute(
+                sql.SQL("SELECT t::text FROM {}.{} t").format(sql.Identifier(schema), sql.Identifier(t))))
+
+    return dump
+
+
+def _chroma_dump(store: Any) -> str:
+    out = []
+    for col in store.client.list_collections():
+        if col.name.startswith(store.prefix + "-"):
+            got = col.get(include=["documents", "metadatas"])
+            out.append(repr((got["ids"], got["documents"], got["metadatas"])))
+    return "\n".join(out)
+
+
+BACKENDS = ["memory", "sqlite", "postgres", "chroma", "chroma-http"]
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    yield from _make_backend(request.param, tmp_path)
+
+
+def _make_backend(name: str, tmp_path: Path) -> Iterator[Backend]:
+    if name == "memory":
+        b = Backend(name, None, _memory_dump, persistent=False)
+        b.first = open_store("memory://")
+        yield b
+    elif name == "sqlite":
+        path = tmp_path / "store.db"
+        yield from _run(Backend(name, f"sqlite:///{path}", _sqlite_dump(path)))
+    elif name == "postgres":
+        base = postgres_url()
+        schema = f"t_{uuid.uuid4().hex[:12]}"
+        sep = "&" if "?" in base else "?"
+        try:
+            yield from _run(Backend(name, f"{base}{sep}schema={schema}", _postgres_dump(base, schema)))
+        finally:
+            import psycopg
+            from psycopg import sql
+
+            with psycopg.connect(base, autocommit=True) as conn:
+                conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+    elif name == "chroma":
+        yield from _run(Backend(name, f"chroma:///{tmp_path / 'chroma'}", _chroma_dump, transactional=False))
+    elif name == "chroma-http":
+        base = chroma_url()
+        prefix = f"t{uuid.uuid4().hex[:12]}"
+        b = Backend(name, f"{base}?prefix={prefix}", _chroma_dump, transactional=False)
+        try:
+            yield from _run(b)
+        finally:
+            store = open_store(b.url)
+            for col in store.client.list_collections():
+                if col.name.startswith(prefix + "-"):
+                    store.client.delete_collection(col.name)
+    else:  # pragma: no cover
+        raise ValueError(name)
+
+
+def _run(b: Backend) -> Iterator[Backend]:
+    b.first = open_store(b.url)
+    try:
+        yield b
+    finally:
+        _close_all(b)
