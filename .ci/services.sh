@@ -16,11 +16,11 @@ _flexamem_log() { echo "[services] $*" >&2; }
 
 _flexamem_pg_bin() {
     local initdb
-    initdb="$(ls -d /usr/lib/postgresql/*/bin/initdb 2>/dev/null | sort -V | tail -n 1)"
+    initdb="$(ls -d /usr/lib/postgresql/*/bin/initdb 2>/dev/null | sort -V | tail -n 1 || true)"
     if [ -z "$initdb" ]; then
         _flexamem_log "installing PostgreSQL from Debian's packages"
         (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql) >&2 || return 1
-        initdb="$(ls -d /usr/lib/postgresql/*/bin/initdb 2>/dev/null | sort -V | tail -n 1)"
+        initdb="$(ls -d /usr/lib/postgresql/*/bin/initdb 2>/dev/null | sort -V | tail -n 1 || true)"
     fi
     [ -n "$initdb" ] && dirname "$initdb"
 }

@@ -43,6 +43,8 @@ class FlexAMemConfig(BaseModel):
     recovery: bool = Field(True, description="ablation switch: False = timeline only")
     random_candidates: bool = Field(False, description="control: every unit a candidate, hashed order")
     embedding_batch_size: int = Field(8, gt=0)
+    pin_user_turn: bool = Field(True, description="agents: keep the newest human turn visible even when "
+                                "its unit left the window (turn off where user messages are observations)")
 
     @model_validator(mode="after")
     def _check(self) -> FlexAMemConfig:

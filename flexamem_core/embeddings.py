@@ -102,3 +102,23 @@ def normalize(vec: np.ndarray) -> np.ndarray:
     """Unit-norm copy of a vector (zero stays zero)."""
     n = float(np.linalg.norm(vec))
     return (vec / n).astype(np.float32) if n > 0 else vec.astype(np.float32)
+
+
+class HashingEmbedder:
+    """Bag-of-words vectors from scikit-learn's HashingVectorizer: no model, no torch.
+
+    For machines without torch and for fast property tests; retrieval by embedding is
+    weaker than with all-MiniLM-L6-v2 (BM25 still does the exact matching).
+    """
+
+    def __init__(self, dim: int = 384) -> None:
+        from sklearn.feature_extraction.text import HashingVectorizer
+
+        self.name = f"hashing-{dim}"
+        self.dim = dim
+        self._vectorizer = HashingVectorizer(n_features=dim, alternate_sign=False, norm="l2")
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.asarray(self._vectorizer.transform(list(texts)).toarray(), dtype=np.float32)

@@ -42,6 +42,7 @@ from .render import (
     memory_message,
     no_inner_system,
     recent_window,
+    repair_pairing,
     split_layout,
 )
 from .schema import Note, Unit
@@ -223,7 +224,7 @@ class FlexAMem:
             return []
         parents = {k: p for p, ks in space.children.items() for k in ks}
         chain, key = [], notes[-1].unit_key
-        while key is not None:
+        while key is not None and key in space.index.position:  # a parent may have been forgotten
             chain.append(key)
             key = parents.get(key)
         return [self.store.get_unit(namespace, k) for k in reversed(chain)]
@@ -232,7 +233,7 @@ class FlexAMem:
                 query: str | None, extra_tokens: int, units: list[Unit] | None = None) -> Rendered:
         tk = self.tokenizer
         b_bar = cfg.effective_budget
-        kind = cfg.history
+        kind = cfg.history if units is None else "reader"  # a stored history asked a question: no window
         if units is None:
             synced = self._sync(space, namespace, layout.body, False)
             units, tail = synced.units, synced.tail
@@ -261,7 +262,7 @@ class FlexAMem:
                 else:
                     final_sync = self._sync(space, namespace, layout.body, True)
                     old = list(final_sync.units)
-        window_msgs = no_inner_system([m for u in window_units for m in u.messages])
+        window_msgs, n_repairs = repair_pairing(no_inner_system([m for u in window_units for m in u.messages]))
         pinned = self._pinned_turn(layout, old, window_msgs)
         # The newest unit alone over the budget: cut its largest outputs (marked), keep pairing.
         room_for_window = b_bar - fixed_tokens - (count_messages(pinned, tk) - 3 if pinned else 0)
@@ -291,6 +292,7 @@ class FlexAMem:
             "effective_budget": b_bar, "total_tokens": tokens, "prompt_tokens": fixed_tokens,
             "window_tokens": base - fixed_tokens + 3 if tail_msgs else 0,
             "window_units": len(window_units), "newest_unit_cut_messages": n_cut,
+            "pairing_repairs": n_repairs,
             "allowance": allowance, "reference_allowance": ref_allowance,
             "memory_tokens": mem.tokens if mem else 0,
             "spent": mem.spent if mem else {"timeline": 0, "raw": 0, "excerpt": 0, "pieces": 0},
@@ -301,7 +303,7 @@ class FlexAMem:
 
     def _pinned_turn(self, layout: Layout, old: Sequence[Unit], window: Sequence[Message]) -> list[Message]:
         """Agents: the newest user turn stays visible even when its unit left the window."""
-        if self.config.history != "agent" or not old:
+        if self.config.history != "agent" or not self.config.pin_user_turn or not old:
             return []
         if any(m.role == "user" for m in window):
             return []
@@ -321,7 +323,7 @@ class FlexAMem:
         newest = window_units[-1].raw if window_units else ""
         question = "\n".join(m.text for m in layout.current)
         extra = query or ""
-        if cfg.history == "agent":
+        if cfg.history == "agent" and not question:
             q_vec = normalize(sum(self.embedder.embed([t for t in (task_text, newest, extra) if t]),
                                   np.zeros(self.embedder.dim, dtype=np.float32)))
             excerpt_query = "\n".join(t for t in (newest, extra) if t)
@@ -336,17 +338,38 @@ class FlexAMem:
             cands = candidates(q_vec, notes, index, cfg, piece_query) if cfg.recovery else []
             d = sum(max(0, n.raw_tokens - n.record_tokens) for n in (notes[c.pos] for c in cands))
             timeline.merge_down_to(max(cfg.timeline_share * size_mem, size_mem - d))
-            timeline.hide_down_to(max(cfg.timeline_share * a_mem, a_mem - d))
+            if a_mem < size_mem:  # the newest unit is big: hide the oldest records, this call only
+                timeline.hide_down_to(max(cfg.timeline_share * a_mem, a_mem - d))
             timeline.hide_down_to(a_mem)
             scores = index.bm25.scores(content_words(excerpt_query))
             mem = unit_recovery(notes, timeline, cands, a_mem - timeline.total, allowance, index, cfg,
                                 tk, scores)
         else:
             timeline.merge_down_to(cfg.timeline_share * size_mem)
-            timeline.hide_down_to(cfg.timeline_share * a_mem)
+            if a_mem < size_mem:
+                timeline.hide_down_to(cfg.timeline_share * a_mem)
+            timeline.hide_down_to(a_mem)
             room = a_mem - timeline.total
             mem = piece_recovery(notes, timeline, piece_query, q_vec, room, allowance, index, tk,
                                  self.embedder) if cfg.recovery else \
                 unit_recovery(notes, timeline, [], room, allowance, index, cfg, tk, np.zeros(0))
         mem.llm_calls += timeline.llm_calls
         return mem
+
+    # ------------------------------------------------------------------ forgetting
+    def forget(self, namespace: str, unit_key: str | None = None) -> int:
+        """Delete one unit (and everything derived from it) or a whole namespace.
+
+        Needs a store with ``delete_unit`` / ``delete_namespace`` (every bundled backend
+        has them); the namespace's cached index is dropped so the next call rebuilds it.
+        """
+        delete_unit = getattr(self.store, "delete_unit", None)
+        delete_namespace = getattr(self.store, "delete_namespace", None)
+        if delete_unit is None or delete_namespace is None:
+            raise TypeError(f"{type(self.store).__name__} does not support forgetting")
+        with self._lock:
+            check_namespace(namespace)
+            self._spaces.pop(namespace, None)
+            if unit_key is not None:
+                return int(bool(delete_unit(namespace, unit_key)))
+            return int(delete_namespace(namespace))

@@ -104,24 +104,28 @@ def fit_messages(messages: Sequence[Message], room: int, tokenizer: Tokenizer) -
     """Shrink the largest message texts (middle cut, marked) until they fit ``room`` tokens.
 
     Used only when the newest unit alone exceeds the budget: tool outputs and
-    observations go first, and calls, ids and pairing are kept. Returns the copies and
-    how many messages were cut.
+    observations go first, assistant text last; tool calls, ids and pairing are kept.
+    Returns the copies and how many cuts were made (the caller checks the final fit).
     """
     msgs = list(messages)
     cut = 0
-    while count_messages(msgs, tokenizer) - PER_REQUEST > room:
+    cuttable = set(range(len(msgs)))
+    while cuttable:
         over = count_messages(msgs, tokenizer) - PER_REQUEST - room
-        order = sorted(range(len(msgs)), key=lambda j: (msgs[j].role == "assistant",
-                                                        -tokenizer.count(msgs[j].text)))
-        j = order[0]
+        if over <= 0:
+            break
+        j = max(cuttable, key=lambda k: (msgs[k].role != "assistant", tokenizer.count(msgs[k].text), -k))
         text = msgs[j].text
         n = tokenizer.count(text)
-        if n <= 16:
-            break
-        keep = max(0, n - over - 24)
-        msgs[j] = replace(msgs[j], content=_middle_cut(text, keep, n, tokenizer),
-                          metadata={**msgs[j].metadata, "flexamem_truncated": True})
+        keep = max(0, n - over - 32)
+        new_text = _middle_cut(text, keep, n, tokenizer) if n > 48 else text
+        if tokenizer.count(new_text) >= n:
+            cuttable.discard(j)  # cannot get shorter
+            continue
+        msgs[j] = replace(msgs[j], content=new_text, metadata={**msgs[j].metadata, "flexamem_truncated": True})
         cut += 1
+        if keep == 0:
+            cuttable.discard(j)
     return msgs, cut
 
 
@@ -136,3 +140,54 @@ def _middle_cut(text: str, keep: int, total: int, tokenizer: Tokenizer) -> str:
 def memory_message(text: str) -> Message:
     """The one tagged memory message (deterministic id, so the prefix stays cacheable)."""
     return Message(role="user", content=text, id=MEMORY_ID, metadata={"flexamem": "memory"})
+
+
+NO_RESULT = "[no result was recorded for this tool call]"
+
+
+def repair_pairing(messages: Sequence[Message]) -> tuple[list[Message], int]:
+    """Make tool calls and results pair up in a rendered copy (the store keeps the original).
+
+    Calls without an id get a deterministic one (and a following id-less result takes
+    it); calls left without a result get a marked placeholder result; a result with no
+    matching call becomes a user message marked as such. Returns the copies and how
+    many repairs were made.
+    """
+    out: list[Message] = []
+    open_calls: list[str] = []
+    fixes = 0
+
+    def close_open() -> None:
+        nonlocal fixes
+        for call_id in open_calls:
+            out.append(Message(role="tool", content=NO_RESULT, tool_call_id=call_id,
+                               metadata={"flexamem": "placeholder"}))
+            fixes += 1
+        open_calls.clear()
+
+    for idx, m in enumerate(messages):
+        if m.role == "tool":
+            if m.tool_call_id is not None and m.tool_call_id in open_calls:
+                open_calls.remove(m.tool_call_id)
+                out.append(m)
+            elif m.tool_call_id is None and open_calls:
+                out.append(replace(m, tool_call_id=open_calls.pop(0)))
+                fixes += 1
+            else:
+                out.append(Message(role="user", content=f"[tool result without a matching call] {m.text}",
+                                   id=m.id, metadata={"flexamem": "orphan-result"}))
+                fixes += 1
+            continue
+        close_open()
+        if m.role == "assistant" and m.tool_calls:
+            calls = []
+            for k, c in enumerate(m.tool_calls):
+                if c.id is None or c.id in open_calls:
+                    c = replace(c, id=f"flexamem_call_{idx}_{k}")
+                    fixes += 1
+                calls.append(c)
+                open_calls.append(c.id or "")
+            m = replace(m, tool_calls=tuple(calls)) if tuple(calls) != m.tool_calls else m
+        out.append(m)
+    close_open()
+    return out, fixes

@@ -65,18 +65,31 @@ def _key_args(arguments: str) -> str:
     return ", ".join(parts)
 
 
+_STRONG_ERROR = re.compile(r"^E\s|\b\w*(Error|Exception)\b|^fatal:|No such file", re.I)
+_SUMMARY = re.compile(r"\b\d+ (passed|failed|errors?)\b")
+
+
+def _meaningful(line: str) -> bool:
+    return sum(c.isalnum() for c in line) >= 3
+
+
 def outcome_of(output: str) -> str:
-    """Exit code, error line and first printed line of a tool output or observation."""
+    """Exit code, the most telling error line, a test summary and the first printed line."""
     rc_match = _RETURNCODE.search(output) or _EXIT.search(output)
     body = _TAGS.sub("", _RETURNCODE.sub("", output))
-    lines = [ln.strip() for ln in body.splitlines() if ln.strip()]
+    lines = [ln.strip(" =-_*#\t") for ln in body.splitlines()]
+    lines = [ln for ln in lines if _meaningful(ln)]
     bits = []
     if rc_match:
         bits.append(f"rc {rc_match.group(1)}")
-    error = next((ln for ln in reversed(lines) if _ERROR.search(ln)), None)
+    error = next((ln for ln in reversed(lines) if _STRONG_ERROR.search(ln)), None) or \
+        next((ln for ln in reversed(lines) if _ERROR.search(ln)), None)
+    summary = next((ln for ln in reversed(lines) if _SUMMARY.search(ln)), None)
     if error:
         bits.append(_short(error, 14))
-    elif lines:
+    if summary and summary != error:
+        bits.append(_short(summary, 10))
+    if not error and not summary and lines:
         bits.append(_short(lines[0], 12))
     if len(lines) > 1:
         bits.append(f"({len(lines)} lines)")

@@ -18,7 +18,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--methods", nargs="+", default=None, metavar="M",
                         help=f"methods to compare (default: all): {', '.join(METHODS)}")
     parser.add_argument("--limit", type=int, default=None,
-                        help="first N items (questions, conversations or trajectories)")
+                        help="N questions (LoCoMo: spread over its conversations) or N trajectories")
     parser.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
     parser.add_argument("--out", required=True, help="output folder for results.json/.md and plots")
     parser.add_argument("--dump", action="store_true", help="also write every rendered context to renders.jsonl")
@@ -26,6 +26,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.workers < 1:
+        print("flexamem eval: error: --workers must be at least 1", file=sys.stderr)
+        return 2
     try:
         paths = evaluate_to_dir(args.dataset, args.data, budgets=args.budgets, methods=args.methods,
                                 out=args.out, limit=args.limit, workers=args.workers, dump=args.dump,

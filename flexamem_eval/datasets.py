@@ -11,6 +11,7 @@ import gzip
 import json
 import re
 from collections.abc import Iterator, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -205,9 +206,22 @@ LOADERS = {"longmemeval": load_longmemeval, "locomo": load_locomo, "trajectories
 
 
 def load(dataset: str, path: str | Path, limit: int | None = None) -> list[Item]:
-    """Load the first ``limit`` items (histories or trajectories) of a dataset file."""
+    """Load a dataset file; ``limit`` caps the questions (conversations) or trajectories.
+
+    LongMemEval has one question per history, so its first ``limit`` questions are taken.
+    LoCoMo asks many questions of each conversation: the first ``ceil(limit / n)`` questions
+    of each of its ``n`` conversations are kept, so that every history is measured.
+    """
     if dataset not in LOADERS:
         raise DatasetError(f"unknown dataset {dataset!r}; expected one of {list(DATASETS)}")
+    if limit is not None and limit < 1:
+        raise DatasetError(f"limit must be at least 1, got {limit}")
+    if dataset == "locomo":
+        items = list(LOADERS[dataset](path))
+        if limit is None or not items:
+            return list(items)
+        per = -(-limit // len(items))
+        return [replace(it, questions=it.questions[:per]) for it in items if it.questions[:per]]
     out: list[Item] = []
     for item in LOADERS[dataset](path):
         if limit is not None and len(out) >= limit:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,8 @@ def _check(budgets: Sequence[int], methods: Sequence[str] | None) -> tuple[tuple
 def evaluate(dataset: str, data: str | Path, budgets: Sequence[int] = (4000, 8000),
              methods: Sequence[str] | None = None, *, limit: int | None = None, workers: int = 1,
              progress: bool = False, dump_path: Path | None = None,
-             config: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+             config: dict[str, Any] | None = None,
+             on_partial: Callable[[list[dict[str, Any]]], None] | None = None) -> list[dict[str, Any]]:
     """Evaluate methods on a dataset file; returns rows ``{dataset, method, budget, metric, value, n}``."""
     budgets_t, names = _check(budgets, methods)
     items = load(dataset, data, limit)
@@ -40,10 +41,15 @@ def evaluate(dataset: str, data: str | Path, budgets: Sequence[int] = (4000, 800
     spec = Spec(dataset=dataset, budgets=budgets_t, methods=names, dump=dump_path is not None,
                 config=dict(config or {}))
 
+    done: list[ItemResult] = []
+
     def flush(res: ItemResult) -> None:
         if dump_path is not None:
             write_dumps(dump_path, [res])
             res.dumps.clear()
+        done.append(res)
+        if on_partial is not None:
+            on_partial(aggregate(dataset, done))
 
     results = run(items, spec, workers=workers, progress=progress, on_result=flush)
     return aggregate(dataset, results)
@@ -58,7 +64,12 @@ def evaluate_to_dir(dataset: str, data: str | Path, *, budgets: Sequence[int], m
     dump_path = out_dir / "renders.jsonl" if dump else None
     if dump_path is not None and dump_path.exists():
         dump_path.unlink()
+    order = list(methods or METHODS)
+
+    def partial(rows: list[dict[str, Any]]) -> None:  # tables of the items done so far
+        write_outputs(out_dir, rows, order, plots=False)
+
     rows = evaluate(dataset, data, budgets, methods, limit=limit, workers=workers, progress=progress,
-                    dump_path=dump_path)
-    paths = write_outputs(out_dir, rows, list(methods or METHODS))
+                    dump_path=dump_path, on_partial=partial)
+    paths = write_outputs(out_dir, rows, order)
     return [*paths, dump_path] if dump_path is not None else paths

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
 from flexamem_core import Tokenizer
 from flexamem_core.pieces import cut_block
 

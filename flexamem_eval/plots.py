@@ -17,7 +17,10 @@ def plot_metrics(out_dir: Path, rows: Sequence[dict[str, Any]], methods_order: S
     from .report import LABELS
 
     written: list[Path] = []
-    keys = dict.fromkeys((r["dataset"], r["metric"]) for r in rows if "[" not in r["metric"])
+    from .report import COMMON_METRICS, CONVERSATION_METRICS, TRAJECTORY_METRICS
+
+    plotted = set(CONVERSATION_METRICS + TRAJECTORY_METRICS + COMMON_METRICS)
+    keys = dict.fromkeys((r["dataset"], r["metric"]) for r in rows if r["metric"] in plotted)
     for dataset, metric in keys:
         sel = [r for r in rows if r["dataset"] == dataset and r["metric"] == metric and r["value"] is not None]
         if not sel:

@@ -135,7 +135,7 @@ def markdown(rows: Sequence[dict[str, Any]], methods_order: Sequence[str] | None
             for m in methods:
                 body.append([LABELS.get(m, m)] + [_fmt(k, (index.get((dataset, m, budget, k)) or {}).get("value"))
                                                   for k in main])
-            out += _table(["method", *main], body) + [""]
+            out += [*_table(["method", *main], body), ""]
         groups = sorted({r["metric"].split("[", 1)[1][:-1] for r in drows if "[" in r["metric"]})
         if groups:
             for metric in CONVERSATION_METRICS[:1] + CONVERSATION_METRICS[2:]:
@@ -147,11 +147,12 @@ def markdown(rows: Sequence[dict[str, Any]], methods_order: Sequence[str] | None
                     body = [[LABELS.get(m, m)] + [_fmt(metric, (index.get((dataset, m, budget, f"{metric}[{g}]"))
                                                                 or {}).get("value")) for g in groups]
                             for m in methods]
-                    out += _table(["method", *(f"{g} (n={ns[g]})" for g in groups)], body) + [""]
+                    out += [*_table(["method", *(f"{g} (n={ns[g]})" for g in groups)], body), ""]
     return "\n".join(out)
 
 
-def write_outputs(out_dir: Path, rows: Sequence[dict[str, Any]], methods_order: Sequence[str] = ()) -> list[Path]:
+def write_outputs(out_dir: Path, rows: Sequence[dict[str, Any]], methods_order: Sequence[str] = (),
+                  plots: bool = True) -> list[Path]:
     """``results.json``, ``results.md`` and one PNG per metric; returns the paths written."""
     from .plots import plot_metrics
 
@@ -160,4 +161,4 @@ def write_outputs(out_dir: Path, rows: Sequence[dict[str, Any]], methods_order: 
     json_path.write_text(json.dumps(list(rows), indent=1), encoding="utf-8")
     md_path = out_dir / "results.md"
     md_path.write_text(markdown(rows, methods_order), encoding="utf-8")
-    return [json_path, md_path, *plot_metrics(out_dir, rows, methods_order)]
+    return [json_path, md_path, *(plot_metrics(out_dir, rows, methods_order) if plots else [])]

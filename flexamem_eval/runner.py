@@ -21,7 +21,7 @@ from flexamem_core.units import reader_blocks
 
 from .actions import trajectory_targets
 from .items import ConversationItem, Item, TrajectoryItem
-from .methods import make_method
+from .methods import make_method, method_class
 from .methods.base import Env, context_text
 from .metrics import EvidenceTurn, evidence_shown, score_step
 
@@ -77,6 +77,13 @@ class ItemResult:
 
 
 _ENV: Env | None = None
+_WARM: set[str] = set()
+
+
+def _warm(name: str, env: Env) -> None:
+    if name not in _WARM:
+        method_class(name).warm(env)
+        _WARM.add(name)
 
 
 def _env(spec: Spec) -> Env:
@@ -88,12 +95,21 @@ def _env(spec: Spec) -> Env:
     return _ENV
 
 
-def evaluate_item(item: Item, spec: Spec, env: Env | None = None) -> ItemResult:
-    """Every method and budget of the spec on one item."""
+Tick = Callable[[float], None]
+
+
+def item_size(item: Item) -> int:
+    """Progress units of an item: its questions, or one trajectory."""
+    return len(item.questions) if isinstance(item, ConversationItem) else 1
+
+
+def evaluate_item(item: Item, spec: Spec, env: Env | None = None, tick: Tick | None = None) -> ItemResult:
+    """Every method and budget of the spec on one item; ``tick`` reports progress in item units."""
     env = env or _env(spec)
+    tick = tick or (lambda _: None)
     if isinstance(item, ConversationItem):
-        return _conversation(item, spec, env)
-    return _trajectory(item, spec, env)
+        return _conversation(item, spec, env, tick)
+    return _trajectory(item, spec, env, tick)
 
 
 def _dump(spec: Spec, item_id: str, method: str, budget: int, step: int | None,
@@ -105,7 +121,7 @@ def _dump(spec: Spec, item_id: str, method: str, budget: int, step: int | None,
     return row
 
 
-def _conversation(item: ConversationItem, spec: Spec, env: Env) -> ItemResult:
+def _conversation(item: ConversationItem, spec: Spec, env: Env, tick: Tick) -> ItemResult:
     out = ItemResult(questions=len(item.questions), abstentions=sum(q.abstention for q in item.questions))
     by_id = {m.metadata.get("turn"): m for m in item.history}
     turns = {q.item_id: [EvidenceTurn.build(t, item.turn_text[t], env.tokenizer,
@@ -114,10 +130,11 @@ def _conversation(item: ConversationItem, spec: Spec, env: Env) -> ItemResult:
              for q in item.questions if not q.abstention}
     shared: dict[str, Any] = {}
     for name in spec.methods:
+        _warm(name, env)
         method = make_method(name, env, shared)
         t0 = time.perf_counter()
         method.write(item.history)
-        ms = (time.perf_counter() - t0) * 1000 + method.cost.ms
+        ms = method.cost.ms if method.cost.units else (time.perf_counter() - t0) * 1000
         units = method.cost.units or len(method.reader_units())
         out.writes.append(WriteRecord(name, item.history_id, ms, units, method.cost.llm_calls))
         for q in item.questions:
@@ -128,23 +145,25 @@ def _conversation(item: ConversationItem, spec: Spec, env: Env) -> ItemResult:
                 text = context_text(context)
                 tokens = env.count(context)
                 rec = RenderRecord(name, budget, q.item_id, q.group, tokens, ms)
-                if q.item_id in turns and turns[q.item_id]:
+                if turns.get(q.item_id):
                     ev = evidence_shown(text, turns[q.item_id])
                     rec.evidence_full, rec.evidence_part = sum(ev.full), sum(ev.part)
                     rec.evidence_turns, rec.all_evidence = len(ev.full), ev.all_shown
                 out.renders.append(rec)
                 if spec.dump:
                     out.dumps.append(_dump(spec, q.item_id, name, budget, None, text, tokens))
+            tick(1 / len(spec.methods))
     return out
 
 
-def _trajectory(item: TrajectoryItem, spec: Spec, env: Env) -> ItemResult:
+def _trajectory(item: TrajectoryItem, spec: Spec, env: Env, tick: Tick) -> ItemResult:
     out = ItemResult()
     messages: Sequence[Message] = item.messages
     targets = trajectory_targets(messages)
     sizes = {t.step: env.count(messages[: t.message_index]) for t in targets}
     shared: dict[str, Any] = {}
     for name in spec.methods:
+        _warm(name, env)
         method = make_method(name, env, shared)
         for target in targets:
             history = list(messages[: target.message_index])
@@ -163,9 +182,22 @@ def _trajectory(item: TrajectoryItem, spec: Spec, env: Env) -> ItemResult:
                     trace_hits=res.trace_hits, trace_total=res.trace_total))
                 if spec.dump:
                     out.dumps.append(_dump(spec, item.item_id, name, budget, target.step, text, tokens))
-        units = method.cost.units
-        out.writes.append(WriteRecord(name, item.item_id, method.cost.ms, units, method.cost.llm_calls))
+        if method.cost.units:
+            out.writes.append(WriteRecord(name, item.item_id, method.cost.ms, method.cost.units,
+                                          method.cost.llm_calls))
+        else:  # writes nothing: zero cost over the trajectory's units
+            out.writes.append(WriteRecord(name, item.item_id, 0.0, _unit_count(env, messages), 0))
+        tick(1 / len(spec.methods))
     return out
+
+
+def _unit_count(env: Env, messages: Sequence[Message]) -> int:
+    from flexamem_core.units import pack_units
+
+    from .methods.base import split_prefix
+
+    rest = split_prefix(messages)[1]
+    return len(pack_units(rest, "agent", env.tokenizer, env.config.agent_unit_tokens))
 
 
 def _init_worker(config: dict[str, Any]) -> None:
@@ -179,21 +211,37 @@ def run(items: Sequence[Item], spec: Spec, workers: int = 1, progress: bool = Tr
     from tqdm.auto import tqdm
 
     results: list[ItemResult | None] = [None] * len(items)
-    bar = tqdm(total=len(items), desc=f"{spec.dataset}", unit="item", disable=not progress)
+    unit = "question" if items and isinstance(items[0], ConversationItem) else "trajectory"
+    total = sum(item_size(it) for it in items)
+    bar = tqdm(total=total, desc=f"{spec.dataset}", unit=unit, disable=not progress,
+               bar_format="{l_bar}{bar}| {n:.0f}/{total_fmt} [{elapsed}<{remaining}{postfix}]")
     render_ms: list[float] = []
+    shown = [0.0]
+
+    def advance(to: float) -> None:
+        bar.update(to - shown[0])
+        shown[0] = to
 
     def done(i: int, res: ItemResult) -> None:
         results[i] = res
         render_ms.extend(r.ms for r in res.renders)
         if on_result:
             on_result(res)
-        bar.update(1)
+        advance(sum(item_size(it) for it, r in zip(items, results, strict=True) if r is not None))
         if render_ms:
-            bar.set_postfix(renders=len(render_ms), ms_mean=f"{sum(render_ms) / len(render_ms):.1f}")
+            bar.set_postfix(renders=len(render_ms), render_ms_mean=f"{sum(render_ms) / len(render_ms):.1f}")
 
     if workers <= 1:
         for i, item in enumerate(items):
-            done(i, evaluate_item(item, spec))
+            base = shown[0]
+            size = item_size(item)
+            part = [0.0]
+
+            def tick(fraction: float, base: float = base, size: int = size, part: list = part) -> None:
+                part[0] += fraction
+                advance(base + min(part[0], 1.0) * size)
+
+            done(i, evaluate_item(item, spec, tick=tick))
     else:
         ctx = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker,

@@ -34,6 +34,7 @@ from .names import check_namespace
 
 _PREFIX = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$")
 _PAGE = 2000
+_READ_RETRIES = 6
 
 
 def _import_chromadb() -> Any:
@@ -42,6 +43,21 @@ def _import_chromadb() -> Any:
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise ImportError("ChromaStore needs chromadb: pip install 'flexamem[chroma]'") from exc
     return chromadb
+
+
+def _get(col: Any, **kwargs: Any) -> Any:
+    """``col.get`` retried a few times: a Chroma server can fail a read that races with
+    its own index compaction ("Error creating hnsw segment reader"); reads are idempotent."""
+    from chromadb.errors import InternalError
+
+    for attempt in range(_READ_RETRIES):
+        try:
+            return col.get(**kwargs)
+        except InternalError:
+            if attempt == _READ_RETRIES - 1:
+                raise
+            time.sleep(0.05 * 2**attempt)
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def _parent_meta(parent: str | None) -> str:
@@ -94,8 +110,9 @@ class ChromaStore:
                 return col
             if create:
                 col = self.client.get_or_create_collection(
-                    name, embedding_function=None, metadata={"flexamem_namespace": namespace},
-                    configuration={"hnsw": {"space": "cosine"}})
+                    name, embedding_function=None, metadata={"flexamem_namespace": namespace})
+                # default l2 space: for unit-norm vectors it ranks like cosine, and unlike
+                # Chroma's cosine space it stores the vectors exactly as given
             else:
                 try:
                     col = self.client.get_collection(name, embedding_function=None)
@@ -115,7 +132,7 @@ class ChromaStore:
         out: dict[str, list[Any]] = {"ids": [], **{k: [] for k in include}}
         offset = 0
         while True:
-            page = col.get(where=where, include=include, limit=_PAGE, offset=offset)
+            page = _get(col, where=where, include=include, limit=_PAGE, offset=offset)
             out["ids"].extend(page["ids"])
             for k in include:
                 out[k].extend(page[k] if page[k] is not None else [])
@@ -130,7 +147,7 @@ class ChromaStore:
         plist = codec.check_write(unit, note, pieces)
         vec = np.asarray(note.embedding, dtype=np.float32)
         col = self._collection(namespace, create=True)
-        if col.get(ids=[f"u:{unit.key}"], include=[])["ids"]:
+        if _get(col, ids=[f"u:{unit.key}"], include=[])["ids"]:
             return False
         seq = self._next_seq()
         ids = [f"u:{unit.key}", f"n:{unit.key}"] + [f"p:{unit.key}:{p.index}" for p in plist]
@@ -148,11 +165,11 @@ class ChromaStore:
 
     def has_unit(self, namespace: str, key: str) -> bool:
         col = self._collection(namespace)
-        return bool(col is not None and col.get(ids=[f"u:{key}"], include=[])["ids"])
+        return bool(col is not None and _get(col, ids=[f"u:{key}"], include=[])["ids"])
 
     def get_unit(self, namespace: str, key: str) -> Unit:
         col = self._collection(namespace)
-        got = col.get(ids=[f"u:{key}"], include=["documents"]) if col is not None else {"ids": []}
+        got = _get(col, ids=[f"u:{key}"], include=["documents"]) if col is not None else {"ids": []}
         if not got["ids"]:
             raise KeyError(f"no unit {key!r} in namespace {namespace!r}")
         return codec.unit_from_text(got["documents"][0])
@@ -179,11 +196,11 @@ class ChromaStore:
         col = self._collection(namespace)
         if col is None:
             return []
-        unit = col.get(ids=[f"u:{unit_key}"], include=["metadatas"])
+        unit = _get(col, ids=[f"u:{unit_key}"], include=["metadatas"])
         if not unit["ids"]:
             return []
         ids = [f"p:{unit_key}:{i}" for i in codec.loads(unit["metadatas"][0]["pieces"])]
-        got = col.get(ids=ids, include=["documents"]) if ids else {"documents": []}
+        got = _get(col, ids=ids, include=["documents"]) if ids else {"documents": []}
         return sorted((codec.piece_from_text(d) for d in got["documents"]), key=lambda p: p.index)
 
     def iter_pieces(self, namespace: str) -> Iterable[Piece]:
@@ -199,7 +216,7 @@ class ChromaStore:
         col = self._collection(namespace)
         if col is None:
             return None
-        got = col.get(ids=[f"m:{key}"], include=["documents"])
+        got = _get(col, ids=[f"m:{key}"], include=["documents"])
         return codec.merged_from_text(got["documents"][0]) if got["ids"] else None
 
     def put_merged(self, namespace: str, merged: MergedRecord) -> None:
@@ -207,7 +224,7 @@ class ChromaStore:
         if col is None or not merged.covers:
             return
         covers = sorted(set(merged.covers))
-        got = col.get(ids=[f"n:{c}" for c in covers] + [f"m:{c}" for c in covers], include=["embeddings"])
+        got = _get(col, ids=[f"n:{c}" for c in covers] + [f"m:{c}" for c in covers], include=["embeddings"])
         if {i[2:] for i in got["ids"]} != set(covers):
             return  # something it covers was deleted meanwhile: never store its text
         mean = np.asarray(got["embeddings"], dtype=np.float32).mean(axis=0)
@@ -222,7 +239,7 @@ class ChromaStore:
             ns = meta.get("flexamem_namespace")
             if not ns or col.name != self.collection_name(ns):
                 continue
-            first = col.get(where={"kind": "unit"}, include=[], limit=1)
+            first = _get(col, where={"kind": "unit"}, include=[], limit=1)
             if first["ids"]:
                 found.append((len(found), ns))
         return [ns for _, ns in found]
@@ -235,7 +252,7 @@ class ChromaStore:
         if col is None:
             return False
         with self._lock:
-            unit = col.get(ids=[f"u:{key}"], include=["metadatas"])
+            unit = _get(col, ids=[f"u:{key}"], include=["metadatas"])
             if not unit["ids"]:
                 return False
             piece_ids = [f"p:{key}:{i}" for i in codec.loads(unit["metadatas"][0]["pieces"])]

@@ -8,6 +8,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from ..schema import MergedRecord, Note, Piece, Unit
+from .codec import check_write
 from .forgetting import merged_covering
 from .names import check_namespace
 
@@ -35,6 +36,7 @@ class InMemoryStore:
         return space
 
     def write_unit(self, namespace: str, unit: Unit, note: Note, pieces: Sequence[Piece]) -> bool:
+        pieces = check_write(unit, note, pieces)
         with self._lock:
             space = self._space(namespace)
             if unit.key in space.units:

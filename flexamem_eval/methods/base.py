@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 
 from flexamem_core import Embedder, FlexAMemConfig, Message, Tokenizer
 from flexamem_core.messages import message_text
+from flexamem_core.render import count_messages
 from flexamem_core.units import PackedUnit, pack_units
 
 from ..items import Question
@@ -37,29 +38,13 @@ class Env:
             return default_embedder()
         return self.embedder_factory()
 
-    @cached_property
-    def counter(self) -> Any:
-        """The core's message counter (the same one FlexA-Mem uses for its own budget)."""
-        from flexamem_core import FlexAMem
-
-        return FlexAMem(self.config, tokenizer=self.tokenizer, embedder=_NoEmbedder())
-
     def count(self, messages: Sequence[Message]) -> int:
-        return int(self.counter.count_messages(list(messages)))
+        """Tokens of a request, counted as the core counts its own renders."""
+        return count_messages(messages, self.tokenizer)
 
     def effective(self, budget: int) -> int:
         """B_bar for a budget."""
         return self.config.with_budget(budget).effective_budget
-
-
-class _NoEmbedder:
-    """Placeholder for the counting-only FlexAMem instance; it never embeds."""
-
-    name = "none"
-    dim = 1
-
-    def embed(self, texts: Sequence[str]) -> Any:  # pragma: no cover - never called
-        raise RuntimeError("the counting instance does not embed")
 
 
 @dataclass
@@ -98,6 +83,10 @@ def question_messages(question: Question) -> list[Message]:
     return [Message(role="user", content=question.text)]
 
 
+def warm_embedder(env: Env) -> None:
+    env.embedder.embed(["warm up the embedder"])
+
+
 class Method(ABC):
     """A memory under evaluation.
 
@@ -115,6 +104,11 @@ class Method(ABC):
         self.env = env
         self.shared = shared
         self.cost = WriteCost()
+
+    @classmethod
+    def warm(cls, env: Env) -> None:
+        """Load what the first call would otherwise load, so render timings exclude it."""
+        del env  # nothing to load by default
 
     # ----------------------------------------------------------------- reader setting
     def write(self, history: Sequence[Message]) -> None:

@@ -13,13 +13,17 @@ from typing import Any
 from flexamem_core import Message
 
 from ..items import Question
-from .base import Method, question_messages, split_prefix
+from .base import Env, Method, question_messages, split_prefix
 
 
 class LangChainTrim(Method):
     """``trim_messages(strategy="last", include_system=True, start_on="human")``."""
 
     name = "langchain-trim"
+
+    @classmethod
+    def warm(cls, env: Env) -> None:
+        import langchain_core.messages  # noqa: F401
 
     def _trim(self, messages: Sequence[Message], budget: int) -> list[Message]:
         from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage, trim_messages
@@ -66,6 +70,10 @@ class LlamaIndexBuffer(Method):
     """
 
     name = "llamaindex-buffer"
+
+    @classmethod
+    def warm(cls, env: Env) -> None:
+        import llama_index.core.memory  # noqa: F401
 
     def _buffer(self, messages: Sequence[Message], fixed: Sequence[Message], budget: int) -> list[Message]:
         from llama_index.core.base.llms.types import ChatMessage, MessageRole

@@ -57,4 +57,6 @@ def extra_tokens(mem: FlexAMem, system_prompt: str | BaseMessage | None, tools: 
     tokens = tool_tokens(mem, tools)
     if system is None:
         return tokens
-    return mem.count_messages([to_core_message(system)], extra_tokens=tokens)
+    core = to_core_message(system)
+    # The marginal cost of one more message, so the request overhead is not counted twice.
+    return tokens + mem.count_messages([core, core]) - mem.count_messages([core])

@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 
+from flexamem_core.stores import check_namespace
+
 from .budget import extra_tokens
 from .namespaces import resolve_namespace
 from .render import LangChainRender, RenderCallback, arender_langchain, default_mem, render_langchain
@@ -52,7 +54,7 @@ class FlexAMemRenderer:
             raise ValueError(f"budget must be a positive int, got {budget!r}")
         self.mem = mem if mem is not None else default_mem()
         self.budget = budget
-        self.namespace = namespace
+        self.namespace = check_namespace(namespace)
         self.system_prompt = system_prompt
         self.tools = list(tools)
         self.messages_key = messages_key

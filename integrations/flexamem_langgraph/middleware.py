@@ -9,9 +9,12 @@ the complete history, and only the model call sees the rendered one.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
+from langchain_core.messages import AnyMessage
+
+from flexamem_core.stores import check_namespace
 
 from .budget import extra_tokens
 from .namespaces import resolve_namespace
@@ -41,7 +44,7 @@ class FlexAMemMiddleware(AgentMiddleware):
         if budget is not None and (not isinstance(budget, int) or budget <= 0):
             raise ValueError(f"budget must be a positive int, got {budget!r}")
         self.budget = budget
-        self.namespace = namespace
+        self.namespace = check_namespace(namespace)
         self.count_tools = count_tools
         self.on_render = on_render
 
@@ -55,7 +58,7 @@ class FlexAMemMiddleware(AgentMiddleware):
             self.on_render(outcome)
         if outcome.rendered.passthrough:
             return request
-        return request.override(messages=outcome.messages)
+        return request.override(messages=cast("list[AnyMessage]", outcome.messages))
 
     def wrap_model_call(self, request: ModelRequest,
                         handler: Callable[[ModelRequest], ModelResponse]) -> Any:

@@ -25,6 +25,7 @@ from langgraph.store.base import BaseStore, PutOp
 
 from flexamem_core.schema import MergedRecord, Note, Piece, Unit
 from flexamem_core.stores import check_namespace
+from flexamem_core.stores.forgetting import merged_covering
 
 _PAGE = 500
 
@@ -133,8 +134,40 @@ class LangGraphBaseStore:
     def put_merged(self, namespace: str, merged: MergedRecord) -> None:
         if self.get_merged(namespace, merged.key) is not None:
             return
+        if not all(self.has_unit(namespace, k) or self.get_merged(namespace, k) is not None
+                   for k in merged.covers):
+            return  # a covered unit was deleted meanwhile: the merge is stale
         self.store.put(self._ns(namespace, "merged"), merged.key,
                        {"seq": self._seq(), "key": merged.key, "merged": merged.to_dict()}, index=False)
+
+    # -- forgetting (ForgettingStore) --------------------------------------------------------
+
+    def delete_unit(self, namespace: str, key: str) -> bool:
+        """Delete a unit, its note and pieces, the links other notes hold to it and the
+        merged records covering it; False if it was not stored."""
+        if not self.has_unit(namespace, key):
+            return False
+        notes_ns = self._ns(namespace, "notes")
+        ops = [PutOp(notes_ns, key, None), PutOp(self._ns(namespace, "units"), key, None),
+               PutOp(self._ns(namespace, "pieces"), key, None)]
+        for value in self._all(namespace, "notes"):
+            links = value["note"].get("links", [])
+            if value["key"] != key and key in links:
+                note = {**value["note"], "links": [k for k in links if k != key]}
+                ops.append(PutOp(notes_ns, value["key"], {**value, "note": note}, index=False))
+        covers = {v["key"]: v["merged"]["covers"] for v in self._all(namespace, "merged")}
+        ops.extend(PutOp(self._ns(namespace, "merged"), k, None) for k in merged_covering(covers, [key]))
+        self.store.batch(ops)
+        return True
+
+    def delete_namespace(self, namespace: str) -> int:
+        """Delete a whole namespace (a thread or tenant); returns the number of units it held."""
+        count = len(self._all(namespace, "notes"))
+        ops = [PutOp(self._ns(namespace, kind), v["key"], None)
+               for kind in ("notes", "units", "pieces", "merged") for v in self._all(namespace, kind)]
+        if ops:
+            self.store.batch(ops)
+        return count
 
     def namespaces(self) -> list[str]:
         found: list[tuple[str, ...]] = []

@@ -15,7 +15,6 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from flexamem_core import Message, ToolCall
 from llama_index.core.base.llms.types import (
     ChatMessage,
     MessageRole,
@@ -23,6 +22,8 @@ from llama_index.core.base.llms.types import (
     ThinkingBlock,
     ToolCallBlock,
 )
+
+from flexamem_core import Message, ToolCall
 
 #: LlamaIndex roles folded onto the four roles of the core.
 ROLE_TO_CORE: dict[str, str] = {

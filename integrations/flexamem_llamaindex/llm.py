@@ -15,7 +15,6 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from flexamem_core import FlexAMem
 from llama_index.core.base.llms.types import (
     ChatMessage,
     ChatResponse,
@@ -30,6 +29,8 @@ from llama_index.core.base.llms.types import (
 from llama_index.core.bridge.pydantic import Field, PrivateAttr, SerializeAsAny
 from llama_index.core.llms.function_calling import FunctionCallingLLM
 from llama_index.core.llms.llm import LLM, ToolSelection
+
+from flexamem_core import FlexAMem
 
 from .memory import FlexAMemory
 from .presets import config_for

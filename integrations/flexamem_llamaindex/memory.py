@@ -18,14 +18,15 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from flexamem_core import Embedder, FlexAMem, FlexAMemConfig, RecordWriter, Store, Tokenizer
-from flexamem_core.stores import check_namespace
 from llama_index.core.base.llms.types import ChatMessage
-from llama_index.core.bridge.pydantic import Field, PrivateAttr, field_validator
+from llama_index.core.bridge.pydantic import Field, PrivateAttr, field_serializer, field_validator
 from llama_index.core.llms.llm import LLM
 from llama_index.core.memory.types import BaseChatStoreMemory
 from llama_index.core.storage.chat_store import BaseChatStore, SimpleChatStore
 from llama_index.core.storage.chat_store.loading import RECOGNIZED_CHAT_STORES
+
+from flexamem_core import Embedder, FlexAMem, FlexAMemConfig, RecordWriter, Store, Tokenizer
+from flexamem_core.stores import check_namespace
 
 from .convert import copy_messages
 from .engines import engine_for, register_engine
@@ -48,6 +49,11 @@ class FlexAMemory(BaseChatStoreMemory):
     @classmethod
     def _valid_namespace(cls, value: str) -> str:
         return check_namespace(value)
+
+    @field_serializer("chat_store")
+    def serialize_courses_in_order(self, chat_store: BaseChatStore) -> dict:
+        """Same name as the base class's serializer, which it replaces (see ``dump_chat_store``)."""
+        return dump_chat_store(chat_store)
 
     @classmethod
     def class_name(cls) -> str:
@@ -81,6 +87,7 @@ class FlexAMemory(BaseChatStoreMemory):
         units); ``config`` replaces the preset entirely. ``store`` is a Store object or a
         store URL; ``engine`` is a ready ``FlexAMem`` (its store and parts are used).
         """
+        check_namespace(namespace)
         if budget is not None and token_limit is not None and budget != token_limit:
             raise ValueError("pass budget or token_limit, not two different values")
         budget = budget or token_limit
@@ -261,6 +268,23 @@ def _query(input: Any) -> str | None:
         return None
     text = input if isinstance(input, str) else str(input)
     return text if text.strip() else None
+
+
+def dump_chat_store(chat_store: BaseChatStore) -> dict[str, Any]:
+    """A chat store as a JSON-ready dict with its ``class_name``.
+
+    ``SimpleChatStore`` is dumped message by message: its own serializer fails under
+    pydantic 2.13 (llama-index-core 0.14.25's ``chat_message_serialization`` passes the
+    serialization info where pydantic now expects an index key), which also breaks
+    ``ChatMemoryBuffer.to_dict``.
+    """
+    if type(chat_store) is SimpleChatStore:
+        return {"store": {key: [m.model_dump(mode="json") for m in messages]
+                          for key, messages in chat_store.store.items()},
+                "class_name": chat_store.class_name()}
+    data = chat_store.model_dump()
+    data["class_name"] = chat_store.class_name()
+    return data
 
 
 def load_any_chat_store(data: dict[str, Any]) -> BaseChatStore:

@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from flexamem_core import FlexAMem, Message
 from llama_index.core.base.llms.types import ChatMessage
+
+from flexamem_core import FlexAMem, Message
 
 from .convert import from_core_list, to_core
 

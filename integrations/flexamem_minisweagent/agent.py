@@ -14,9 +14,9 @@ model class there.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping
 from typing import Any
-import uuid
 
 from minisweagent import Environment, Model
 from minisweagent.agents.default import DefaultAgent

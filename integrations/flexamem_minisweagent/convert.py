@@ -125,11 +125,15 @@ def _chat_to_message(msg: Mapping[str, Any], mid: str) -> Message | None:
                    tool_call_id=base.tool_call_id, name=base.name, id=mid)
 
 
+def _is_item(msg: Mapping[str, Any]) -> bool:
+    """A top-level Responses-API item (chat messages have a role and no ``type``)."""
+    return msg.get("type") == "message" or ("type" in msg and "role" not in msg)
+
+
 def detect_style(history: Sequence[Mapping[str, Any]]) -> Style:
     """``responses`` when the history is made of Responses-API items, else ``chat``."""
     for msg in history:
-        if isinstance(msg, Mapping) and (msg.get("object") == "response" or "type" in msg and "role" not in msg
-                                         or msg.get("type") == "message"):
+        if isinstance(msg, Mapping) and (msg.get("object") == "response" or _is_item(msg)):
             return "responses"
     return "chat"
 
@@ -152,7 +156,7 @@ def to_core(history: Sequence[Mapping[str, Any]]) -> ConvertedHistory:
         try:
             if msg.get("object") == "response":
                 converted: Message | None = _response_to_message(msg, mid)
-            elif "role" not in msg and "type" in msg or msg.get("type") == "message":
+            elif _is_item(msg):
                 converted = _item_to_message(msg, mid)
             else:
                 converted = _chat_to_message(msg, mid)
@@ -188,16 +192,41 @@ def _fallback_dict(message: Message, style: Style) -> dict[str, Any]:
     return out
 
 
+def _with_text(original: Mapping[str, Any], message: Message, style: Style) -> dict[str, Any] | None:
+    """The host's dict with only its text replaced (an output the renderer cut to fit)."""
+    if style == "chat" and isinstance(original.get("content"), str):
+        return {**original, "content": message.text}
+    if original.get("type") == "function_call_output":
+        return {**original, "output": message.text}
+    return None
+
+
 def to_host(rendered: Sequence[Message], converted: ConvertedHistory) -> list[Mapping[str, Any]]:
-    """The rendered messages as the host's dicts: originals by id, the memory as a new dict."""
+    """The rendered messages as the host's dicts.
+
+    A message shown unchanged is the host's own dict (same object); one the renderer cut
+    to fit keeps the host's dict with the cut text; the memory message and messages the
+    renderer made or rewrote (pairing repairs) are new dicts in the history's shape.
+    """
+    index = {m.id: m for m in converted.messages if m.id is not None}
     out: list[Mapping[str, Any]] = []
     for message in rendered:
         if (message.metadata or {}).get("flexamem") == MEMORY_MARK:
             out.append(memory_dict(message.text, converted.style))
-        elif message.id is not None and message.id in converted.originals:
-            out.append(converted.originals[message.id])
-        else:
-            out.append(_fallback_dict(message, converted.style))
+            continue
+        source = index.get(message.id) if message.id is not None else None
+        original = converted.originals.get(message.id) if source is not None else None
+        if source is not None and original is not None:
+            if message == source:
+                out.append(original)
+                continue
+            same_shape = (message.role, message.tool_calls, message.tool_call_id) == \
+                (source.role, source.tool_calls, source.tool_call_id)
+            cut = _with_text(original, message, converted.style) if same_shape else None
+            if cut is not None:
+                out.append(cut)
+                continue
+        out.append(_fallback_dict(message, converted.style))
     return out
 
 

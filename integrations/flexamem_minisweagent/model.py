@@ -38,9 +38,6 @@ from .convert import ConvertedHistory, to_core, to_host
 from .settings import FlexAMemSettings, LitellmChat, build_memory
 from .tools import tool_schema_tokens
 
-#: Keys of ``model_kwargs`` in the mini-swe-agent config that belong to the wrapper itself.
-OWN_KEYS = ("flexamem", "inner_model_class")
-
 
 def _class_path(obj: Any) -> str:
     cls = obj if isinstance(obj, type) else type(obj)
@@ -79,9 +76,8 @@ class FlexAMemModel:
             memory, self._writer_chat = build_memory(self.settings)
         self.memory = memory
         self.namespace: str | None = self.settings.namespace
-        if self.namespace is not None:
-            check_namespace(self.namespace)
-        self._task_key: str | None = None
+        check_namespace(self.namespace or f"{self.settings.namespace_prefix}-0")
+        self._task_namespaces: dict[str, tuple[str, int]] = {}  # task key -> (namespace, history length)
         self._task_namespace: str | None = None
         self._extra_tokens: int | None = self.settings.tool_schema_tokens
         self.stats = {"queries": 0, "rendered": 0, "flexamem_cost": 0.0, "tokens_sent": 0}
@@ -126,24 +122,28 @@ class FlexAMemModel:
         return self.namespace or self._task_namespace
 
     def namespace_for(self, converted: ConvertedHistory) -> str:
-        """The fixed namespace, or a fresh one whenever the model is given a new task.
+        """The fixed namespace, or one per run of a task.
 
-        The task is recognised by its system prompt and first user message, so the batch
-        runner's instances (and a reused model given a new task) never share memories.
+        A task is recognised by its system prompt and first user message, so the batch
+        runner's instances never share memories; a history shorter than the previous one
+        of the same task is a new run (``agent.run`` starts the list afresh) and gets a new
+        namespace too, while agents taking turns on one model keep theirs.
         """
         if self.namespace:
             return self.namespace
         head = [m for m in converted.messages[:4] if m.role in ("system", "user")][:2]
         key = hashlib.sha256(json.dumps([m.text for m in head]).encode("utf-8", "replace")).hexdigest()
-        if key != self._task_key or self._task_namespace is None:
-            self._task_key = key
-            self._task_namespace = f"{self.settings.namespace_prefix}-{key[:12]}-{uuid.uuid4().hex[:8]}"
-        return self._task_namespace
+        known = self._task_namespaces.get(key)
+        if known is None or len(converted.messages) < known[1]:
+            known = (f"{self.settings.namespace_prefix}-{key[:12]}-{uuid.uuid4().hex[:8]}", 0)
+        self._task_namespaces[key] = (known[0], len(converted.messages))
+        self._task_namespace = known[0]
+        return known[0]
 
     def extra_tokens(self) -> int:
         """Tokens of the tool schemas the inner model sends along with the messages."""
         if self._extra_tokens is None:
-            self._extra_tokens = tool_schema_tokens(_class_path(self.inner), self.memory.tokenizer.count)
+            self._extra_tokens = tool_schema_tokens(type(self.inner), self.memory.tokenizer.count)
         return self._extra_tokens
 
     def render(self, messages: Sequence[Mapping[str, Any]]) -> tuple[list[Mapping[str, Any]], dict[str, Any]]:
@@ -163,6 +163,7 @@ class FlexAMemModel:
             "budget": self.settings.budget,
             "passthrough": rendered.passthrough,
             "tokens": rendered.tokens,
+            "tool_schema_tokens": self.extra_tokens(),
             "messages_in": len(messages),
             "messages_sent": len(host),
             "render_seconds": round(time.perf_counter() - start, 4),

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
@@ -116,6 +117,7 @@ def print_text(steps: Sequence[Mapping[str, Any]], budget: int, out: TextIO, *, 
 
 def run(args: argparse.Namespace) -> int:
     """Entry point of ``flexamem replay``; returns the exit status."""
+    os.environ.setdefault("MSWEA_SILENT_STARTUP", "1")  # its banner would spoil --json on stdout
     if args.budget <= 0:
         print("flexamem replay: --budget must be a positive number of tokens", file=sys.stderr)
         return 2

@@ -9,17 +9,44 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from typing import Literal
+
+Kind = Literal["text", "toolcall", "response"]
 
 #: Model classes (by import path, lower case) that send no tool schema.
 _TEXT_CLASSES = ("textbased", "test_models.deterministicmodel")
 
 
-def tool_schema(class_path: str, trajectory_format: str | None = None) -> dict | None:
-    """The tool schema a model class sends, or None for text-based classes."""
-    path = class_path.lower()
-    if trajectory_format == "mini-swe-agent-1" or any(p in path for p in _TEXT_CLASSES):
-        return None
+def _kind_of_path(path: str) -> Kind | None:
+    path = path.lower()
+    if any(p in path for p in _TEXT_CLASSES):
+        return "text"
     if "response" in path:
+        return "response"
+    if path.startswith("minisweagent.models."):
+        return "toolcall"
+    return None
+
+
+def model_kind(model_class: type | str, trajectory_format: str | None = None) -> Kind:
+    """How a model class sends its actions: a class's own name or its nearest known base decides."""
+    if trajectory_format == "mini-swe-agent-1":
+        return "text"
+    paths = ([model_class] if isinstance(model_class, str)
+             else [f"{c.__module__}.{c.__qualname__}" for c in model_class.__mro__])
+    for path in paths:
+        kind = _kind_of_path(path)
+        if kind is not None:
+            return kind
+    return "toolcall"
+
+
+def tool_schema(model_class: type | str, trajectory_format: str | None = None) -> dict | None:
+    """The tool schema a model class sends, or None for text-based classes."""
+    kind = model_kind(model_class, trajectory_format)
+    if kind == "text":
+        return None
+    if kind == "response":
         from minisweagent.models.utils.actions_toolcall_response import BASH_TOOL_RESPONSE_API
 
         return BASH_TOOL_RESPONSE_API
@@ -28,7 +55,8 @@ def tool_schema(class_path: str, trajectory_format: str | None = None) -> dict |
     return BASH_TOOL
 
 
-def tool_schema_tokens(class_path: str, count: Callable[[str], int], trajectory_format: str | None = None) -> int:
+def tool_schema_tokens(model_class: type | str, count: Callable[[str], int],
+                       trajectory_format: str | None = None) -> int:
     """Tokens of that schema as JSON (0 for text-based classes)."""
-    schema = tool_schema(class_path, trajectory_format)
+    schema = tool_schema(model_class, trajectory_format)
     return count(json.dumps(schema)) if schema else 0

@@ -17,15 +17,20 @@ from flexamem_core.schema import MergedRecord, Note, Piece, Unit
 from flexamem_core.stores import NamespaceError
 
 
-def make_unit(n: int, parent: str | None = None, text: str | None = None) -> tuple[Unit, Note, list[Piece]]:
+def key_of(n: int) -> str:
+    return f"unit-{n}-{hashlib.sha256(f'step {n}'.encode()).hexdigest()[:8]}"
+
+
+def make_unit(n: int, parent: str | None = None, text: str | None = None,
+              links: tuple[str, ...] = ()) -> tuple[Unit, Note, list[Piece]]:
     body = text if text is not None else f"step {n}: ran tool_{n} and got value {n * 13}"
-    key = f"unit-{n}-{hashlib.sha256(body.encode()).hexdigest()[:8]}"
+    key = key_of(n) if text is None else f"unit-{n}-{hashlib.sha256(body.encode()).hexdigest()[:8]}"
     unit = Unit(key=key, kind="agent", messages=(Message(role="assistant", content=body, id=f"m{n}"),),
                 raw=body, tokens=len(body.split()), parent=parent, first_step=n)
     vec = np.zeros(4, dtype=np.float32)
     vec[n % 4] = 1.0
     note = Note(unit_key=key, record=f"record {n}", record_tokens=2, keywords=(f"k{n}",), tags=("agent",),
-                description=f"d{n}", embedding=vec, links=(), raw_tokens=unit.tokens, first_step=n)
+                description=f"d{n}", embedding=vec, links=links, raw_tokens=unit.tokens, first_step=n)
     pieces = [Piece(unit_key=key, index=i, text=f"{body} / piece {i}", tokens=3, block=0,
                     starts_block=i == 0, label=f"step {n}") for i in range(2)]
     return unit, note, pieces
@@ -87,12 +92,39 @@ def test_namespaces_are_isolated_and_validated(store: Any) -> None:
 
 @pytest.mark.parametrize("store", backends(), ids=["core-memory", "langgraph-basestore"])
 def test_merged_records_are_memoised_once(store: Any) -> None:
+    for i in (1, 2):
+        store.write_unit("a", *make_unit(i))
     assert store.get_merged("a", "m1") is None
-    first = MergedRecord(key="m1", covers=("u1", "u2"), text="merged", tokens=1, level=1)
+    first = MergedRecord(key="m1", covers=(key_of(1), key_of(2)), text="merged", tokens=1, level=1)
     store.put_merged("a", first)
-    store.put_merged("a", MergedRecord(key="m1", covers=("u1", "u2"), text="other", tokens=1, level=1))
+    store.put_merged("a", MergedRecord(key="m1", covers=first.covers, text="other", tokens=1, level=1))
     assert store.get_merged("a", "m1") == first
     assert store.get_merged("b", "m1") is None
+    # A merge over a unit that is not stored is stale and not kept.
+    store.put_merged("a", MergedRecord(key="m2", covers=(key_of(1), key_of(9)), text="x", tokens=1, level=1))
+    assert store.get_merged("a", "m2") is None
+
+
+@pytest.mark.parametrize("store", backends(), ids=["core-memory", "langgraph-basestore"])
+def test_forgetting_removes_unit_links_and_covering_merges(store: Any) -> None:
+    for i in range(4):
+        store.write_unit("t", *make_unit(i, links=tuple(key_of(j) for j in range(i))))
+    store.write_unit("other", *make_unit(0))
+    lower = MergedRecord(key="m1", covers=(key_of(0), key_of(1)), text="m1", tokens=1, level=1)
+    upper = MergedRecord(key="m2", covers=("m1", key_of(2)), text="m2", tokens=1, level=2)
+    kept = MergedRecord(key="m3", covers=(key_of(2), key_of(3)), text="m3", tokens=1, level=1)
+    for m in (lower, upper, kept):
+        store.put_merged("t", m)
+    assert store.delete_unit("t", key_of(1)) is True
+    assert store.delete_unit("t", key_of(1)) is False
+    assert not store.has_unit("t", key_of(1)) and store.pieces("t", key_of(1)) == []
+    assert all(key_of(1) not in n.links for n in store.notes("t"))
+    assert [n.unit_key for n in store.notes("t")] == [key_of(0), key_of(2), key_of(3)]
+    assert store.get_merged("t", "m1") is None and store.get_merged("t", "m2") is None
+    assert store.get_merged("t", "m3") == kept
+    assert store.delete_namespace("t") == 3
+    assert store.notes("t") == [] and store.namespaces() == ["other"]
+    assert store.has_unit("other", key_of(0))
 
 
 def test_prefix_and_type_are_checked() -> None:
@@ -104,7 +136,8 @@ def test_prefix_and_type_are_checked() -> None:
         LangGraphBaseStore(LangGraphInMemoryStore(), prefix=("a.b",))
 
 
-_op = st.tuples(st.sampled_from(["write", "merge"]), st.sampled_from(["t1", "t.2", "u/3"]), st.integers(0, 6))
+_op = st.tuples(st.sampled_from(["write", "write", "merge", "delete", "drop"]),
+                st.sampled_from(["t1", "t.2", "u/3"]), st.integers(0, 6))
 
 
 @settings(max_examples=60, deadline=None)
@@ -112,13 +145,20 @@ _op = st.tuples(st.sampled_from(["write", "merge"]), st.sampled_from(["t1", "t.2
 def test_property_same_operations_same_observations(ops: list[tuple[str, str, int]]) -> None:
     reference, backend = backends()
     for kind, ns, n in ops:
+        results = []
         for store in (reference, backend):
             if kind == "write":
-                u, note, pieces = make_unit(n, parent=f"unit-{n - 1}" if n else None)
-                store.write_unit(ns, u, note, pieces)
+                u, note, pieces = make_unit(n, parent=key_of(n - 1) if n else None,
+                                            links=tuple(key_of(j) for j in range(max(0, n - 2), n)))
+                results.append(store.write_unit(ns, u, note, pieces))
+            elif kind == "merge":
+                store.put_merged(ns, MergedRecord(key=f"m{n}", covers=(key_of(n), key_of(n + 1)),
+                                                  text=f"merge {n}", tokens=2, level=1))
+            elif kind == "delete":
+                results.append(store.delete_unit(ns, key_of(n)))
             else:
-                store.put_merged(ns, MergedRecord(key=f"m{n}", covers=(f"u{n}",), text=f"merge {n}",
-                                                  tokens=2, level=1))
+                results.append(store.delete_namespace(ns))
+        assert results[:1] == results[1:]
     names = ["t1", "t.2", "u/3"]
     assert observe(backend, names) == observe(reference, names)
     for ns in names:

@@ -20,8 +20,9 @@ from llama_index.core.llms import MockFunctionCallingLLM
 
 MEMORY_TAG = "<memory>"
 
-_WORDS = ("invoice shipment warehouse pallet customer ledger audit carrier route depot "
-          "battery sensor firmware valve pressure reading calibration batch supplier").split()
+_WORDS = ["invoice", "shipment", "warehouse", "pallet", "customer", "ledger", "audit", "carrier",
+          "route", "depot", "battery", "sensor", "firmware", "valve", "pressure", "reading",
+          "calibration", "batch", "supplier"]
 
 
 def record_text(record_id: int, words: int = 90) -> str:

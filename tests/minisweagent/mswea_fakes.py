@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from minisweagent.exceptions import FormatError
 from minisweagent.models.test_models import (
     DeterministicModel,
     DeterministicResponseAPIToolcallModel,
@@ -41,12 +42,19 @@ class _Recording:
 
 
 class RecordingDeterministicModel(_Recording, DeterministicModel):
+    """Also raises the FormatError a real model raises for a reply marked ``format_error``."""
+
     def __init__(self, record_path: str = "", **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._setup_recording(record_path)
 
     def query(self, messages: list[dict], **kwargs: Any) -> dict:
         self._record(messages)
+        upcoming = self.config.outputs[self.current_index + 1]
+        if "format_error" in upcoming:
+            self.current_index += 1
+            raise FormatError({"role": "user", "content": upcoming["format_error"],
+                               "extra": {"interrupt_type": "FormatError", "cost": upcoming["cost"]}})
         return super().query(messages, **kwargs)
 
 
@@ -87,12 +95,26 @@ VERBOSE_COMMANDS = [
 TASK = "Find the value of MAGIC_TOKEN that the setup writes into settings.env and report it."
 
 
-def text_outputs(commands: list[str] = VERBOSE_COMMANDS, cost: float = 0.01) -> list[dict[str, Any]]:
-    """Scripted replies for DeterministicModel: one bash block each, then the submission."""
+FORMAT_ERROR_TEXT = "Please always provide EXACTLY ONE action in triple backticks."
+
+
+def format_error_output(cost: float = 0.01) -> dict[str, Any]:
+    """A reply RecordingDeterministicModel turns into the FormatError of an unparseable reply."""
+    return {"format_error": FORMAT_ERROR_TEXT, "cost": cost}
+
+
+def text_outputs(commands: list[str] = VERBOSE_COMMANDS, cost: float = 0.01,
+                 format_error_after: int | None = None) -> list[dict[str, Any]]:
+    """Scripted replies for DeterministicModel: one bash block each, then the submission.
+
+    ``format_error_after=n`` inserts one unparseable reply after the n-th command.
+    """
     outputs = [{"role": "assistant",
                 "content": f"THOUGHT: step {n}: looking around.\n\n```mswea_bash_command\n{cmd}\n```",
                 "extra": {"actions": [{"command": cmd}], "cost": cost, "timestamp": time.time()}}
                for n, cmd in enumerate(commands, 1)]
+    if format_error_after is not None:
+        outputs.insert(format_error_after, format_error_output(cost))
     final = f"{SUBMIT} && echo {SECRET}"
     outputs.append({"role": "assistant", "content": f"THOUGHT: done.\n\n```mswea_bash_command\n{final}\n```",
                     "extra": {"actions": [{"command": final}], "cost": cost, "timestamp": time.time()}})
@@ -126,3 +148,17 @@ def response_outputs(commands: list[str] = VERBOSE_COMMANDS) -> list[dict[str, A
            for n, c in enumerate(commands)]
     out.append(make_response_api_output("submit", [{"command": SUBMIT, "tool_call_id": "fc_final"}]))
     return out
+
+
+def long_history(steps: int = 8, lines: int = 20) -> list[dict[str, Any]]:
+    """A tool-calling history (as the agent keeps it) of ``steps`` commands with verbose outputs."""
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "You are a shell agent.", "extra": {}},
+                                      {"role": "user", "content": TASK, "extra": {}}]
+    for n in range(steps):
+        call = {"id": f"call_{n}", "type": "function",
+                "function": {"name": "bash", "arguments": json.dumps({"command": f"cat part_{n}.log"})}}
+        messages.append({"role": "assistant", "content": f"Step {n}.", "tool_calls": [call], "extra": {}})
+        body = "\n".join(f"part {n} line {i}: status=ok value={i * n}" for i in range(lines))
+        messages.append({"role": "tool", "tool_call_id": f"call_{n}", "extra": {},
+                         "content": f"<returncode>0</returncode>\n<output>\n{body}\n</output>"})
+    return messages

@@ -21,7 +21,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from flexamem_core.stores import open_store  # noqa: E402
+from flexamem_core.stores import open_store
 
 DEFAULT_POSTGRES_URL = "postgresql://postgres@127.0.0.1:54329/flexamem_test"
 DEFAULT_CHROMA_URL = "chroma+http://127.0.0.1:58765"
