@@ -8,6 +8,7 @@ no render rescans the history.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -35,6 +36,8 @@ class NamespaceIndex:
         self.unit_docs: dict[str, range] = {}
         self.piece_vectors: dict[tuple[str, int], np.ndarray] = {}
         self.merged: dict[str, MergedRecord] = {}
+        #: Timeline items already built, keyed by (start, end, last unit key[, writer]).
+        self.timeline_items: dict[tuple[Any, ...], Any] = {}
         self._doc_tokens_array = np.zeros(0, dtype=np.int64)
         self.load()
 

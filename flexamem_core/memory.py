@@ -38,6 +38,7 @@ from .render import (
     Layout,
     Rendered,
     count_messages,
+    exceeds,
     fit_messages,
     memory_message,
     no_inner_system,
@@ -58,6 +59,19 @@ def _quick_fp(m: Message) -> tuple[Any, ...]:
     content = m.content if isinstance(m.content, str) else m.fingerprint()
     return (m.id, m.role, content, m.tool_call_id,
             tuple((c.id, c.name, c.arguments) for c in m.tool_calls))
+
+
+def _newest_sizes(units: Sequence[Unit | PackedUnit], tk: Tokenizer, limit: float) -> list[int]:
+    """Token sizes of the newest units, oldest first, only as far back as the window can reach."""
+    sizes: list[int] = []
+    used = 0
+    for u in reversed(units):
+        size = count_messages(u.messages, tk) - 3
+        sizes.append(size)
+        used += size
+        if used > limit:
+            break
+    return sizes[::-1]
 
 
 @dataclass
@@ -123,7 +137,8 @@ class FlexAMem:
         i = 0
         for unit, fps in space.chain:
             n = len(unit.messages)
-            if i + n <= len(body) and tuple(_quick_fp(m) for m in body[i:i + n]) == fps:
+            if i + n <= len(body) and all(a is b or _quick_fp(a) == fp
+                                          for a, b, fp in zip(body[i:i + n], unit.messages, fps)):
                 matched.append((unit, fps))
                 i += n
             else:
@@ -193,9 +208,9 @@ class FlexAMem:
         with self._lock:
             space = self._space(namespace)
             layout = split_layout(msgs, cfg.history)
-            total = count_messages(msgs, self.tokenizer, extra_tokens)
-            if total <= cfg.effective_budget:
+            if not exceeds(msgs, self.tokenizer, cfg.effective_budget, extra_tokens):
                 self._sync(space, namespace, layout.body, False)
+                total = count_messages(msgs, self.tokenizer, extra_tokens)
                 return Rendered(list(msgs), None, total,
                                 {"passthrough": True, "budget": cfg.budget, "total_tokens": total},
                                 passthrough=True)
@@ -249,8 +264,8 @@ class FlexAMem:
         window_units: list[Unit | PackedUnit] = []
         if kind == "agent":
             all_units: list[Unit | PackedUnit] = [*units, *([tail] if tail else [])]
-            sizes = [count_messages(u.messages, tk) - 3 for u in all_units]
-            n_win = recent_window(sizes, cfg.window_share * cfg.budget) if all_units else 0
+            n_win = recent_window(_newest_sizes(all_units, tk, cfg.window_share * cfg.budget),
+                                  cfg.window_share * cfg.budget) if all_units else 0
             window_units = all_units[len(all_units) - n_win:]
             old = [u for u in all_units[: len(all_units) - n_win] if isinstance(u, Unit)]
         else:

@@ -111,6 +111,14 @@ def _omission_join(pieces: Sequence[Piece], total: int) -> str:
     return "\n".join(out)
 
 
+def _joined_estimate(pieces: Sequence[Piece], total: int, tokenizer: Tokenizer) -> int:
+    """Token estimate of :func:`_omission_join` from the pieces' stored counts."""
+    marks = sum(1 for a, b in zip([-1, *[p.index for p in pieces]], [p.index for p in pieces]) if b != a + 1)
+    marks += 1 if pieces and pieces[-1].index != total - 1 else 0
+    labels = sum(tokenizer.count(f"[{p.label}] ") for p in pieces if not p.starts_block)
+    return sum(p.tokens + 1 for p in pieces) + 2 * marks + labels
+
+
 def best_pieces(docs: range, scores: np.ndarray, index: NamespaceIndex, limit: int) -> list[int]:
     """Docs of one unit with the best positive scores, greedily within ``limit`` tokens."""
     if len(docs) == 0:
@@ -201,10 +209,12 @@ def unit_recovery(notes: Sequence[Note], timeline: Timeline, cands: Sequence[Can
         if not chosen:
             continue
         plist = store.pieces(ns, note.unit_key)
-        body = _omission_join([plist[index.doc_piece[d]] for d in chosen], len(plist))
-        exc_text = f"- [{note.label}] {note.record}\n(excerpt)\n{body}"
-        exc_cost = tokenizer.count(exc_text) + 1 - credit
+        kept = [plist[index.doc_piece[d]] for d in chosen]
+        head = f"- [{note.label}] {note.record}\n(excerpt)"
+        # Estimated from stored piece counts (no re-tokenizing); the final shrink loop checks exactly.
+        exc_cost = tokenizer.count(head) + 1 + _joined_estimate(kept, len(plist), tokenizer) + 1 - credit
         if exc_cost <= room:
+            exc_text = f"{head}\n{_omission_join(kept, len(plist))}"
             elements.append(Element(cand.pos, rank, "excerpt", exc_text, exc_cost + credit, in_place))
             room -= exc_cost
     assembler = Assembler(timeline, tokenizer)

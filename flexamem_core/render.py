@@ -45,6 +45,17 @@ def count_messages(messages: Sequence[Message], tokenizer: Tokenizer, extra_toke
                                             for m in messages)
 
 
+def exceeds(messages: Sequence[Message], tokenizer: Tokenizer, limit: int, extra_tokens: int = 0) -> bool:
+    """Whether a request is over ``limit`` tokens, counting newest first and stopping early
+    (so a long history below the budget is not re-counted in full on every call)."""
+    total = PER_REQUEST + extra_tokens
+    for m in reversed(messages):
+        total += PER_MESSAGE + tokenizer.count(message_text(m))
+        if total > limit:
+            return True
+    return False
+
+
 @dataclass(frozen=True)
 class Layout:
     """A history split into the fixed prompt, the body that becomes units, and the current turn."""

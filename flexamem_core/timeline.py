@@ -56,17 +56,34 @@ class Timeline:
         self.tokenizer = tokenizer
         self.fanin = fanin
         self.llm_calls = 0
-        self.items: list[TimelineItem] = [
-            TimelineItem(i, i + 1, 0, n.record, line, self._count(line)) for i, (n, line) in
-            enumerate((n, record_line(n)) for n in notes)
-        ]
+        self.items: list[TimelineItem] = [self._record_item(i, n) for i, n in enumerate(notes)]
         self.total = sum(it.tokens for it in self.items)
         self.hidden_until = 0
 
     def _count(self, line: str) -> int:
         return self.tokenizer.count(line) + 1  # + the newline that joins lines
 
+    def _record_item(self, pos: int, note: Note) -> TimelineItem:
+        cache_key = (pos, pos + 1, note.unit_key)
+        item = self.index.timeline_items.get(cache_key)
+        if item is None:
+            line = record_line(note)
+            item = self.index.timeline_items[cache_key] = TimelineItem(pos, pos + 1, 0, note.record, line,
+                                                                       self._count(line))
+        return item
+
     def _merge(self, group: Sequence[TimelineItem]) -> TimelineItem:
+        start, end = group[0].start, group[-1].end
+        # A unit key includes its parent's, so the last key names the whole covered chain.
+        cache_key = (start, end, self.notes[end - 1].unit_key, self.writer.name)
+        cached = self.index.timeline_items.get(cache_key)
+        if cached is not None:
+            return cached
+        item = self._merge_uncached(group)
+        self.index.timeline_items[cache_key] = item
+        return item
+
+    def _merge_uncached(self, group: Sequence[TimelineItem]) -> TimelineItem:
         start, end = group[0].start, group[-1].end
         level = max(it.level for it in group) + 1
         covers = tuple(n.unit_key for n in self.notes[start:end])

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from flexamem_core import Message
-from flexamem_core.render import recent_window
+from flexamem_core.render import fit_messages, recent_window
 from flexamem_core.schema import Unit
 from flexamem_core.units import PackedUnit, to_unit
 
@@ -70,16 +70,28 @@ def env_pack(env: Env, rest: Sequence[Message], cache: dict) -> list[PackedUnit]
 
 def fit(env: Env, before: Sequence[Message], after: Sequence[Message], chosen: list[T],
         render: Callable[[list[T]], str], limit: int) -> list[Message]:
-    """``before + memory(render(chosen)) + after``, dropping the last chosen items until it fits."""
+    """``before + memory(render(chosen)) + after``, dropping the last chosen items until it fits.
+
+    When even ``before + after`` is over (the newest unit alone exceeds the budget), the
+    largest outputs in ``after`` are cut in the middle as the core cuts them.
+    """
     while True:
         text = render(chosen)
         context = [*before, memory_message(text), *after] if text else [*before, *after]
-        if not chosen or env.count(context) <= limit:
+        if env.count(context) <= limit:
             return context
+        if not chosen:
+            return [*before, *fit_newest(env, before, after, limit)]
         # Drop several at once when far over, one at a time when close.
         over = env.count(context) - limit
         drop = max(1, min(len(chosen) // 4, over // 200))
         del chosen[len(chosen) - drop:]
+
+
+def fit_newest(env: Env, before: Sequence[Message], after: Sequence[Message], limit: int) -> list[Message]:
+    """The core's rule for a newest unit larger than the budget: cut its largest outputs."""
+    cut, _ = fit_messages(after, max(1, limit - env.count(before)), env.tokenizer)
+    return cut
 
 
 def room_for_memory(env: Env, before: Sequence[Message], after: Sequence[Message], limit: int) -> int:

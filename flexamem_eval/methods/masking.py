@@ -20,6 +20,7 @@ from flexamem_core.writers import RuleRecordWriter
 
 from ..items import Question
 from .base import Method, memory_message, question_messages, split_prefix
+from .layout import fit_newest
 
 RECENT_STEPS = 10
 
@@ -115,7 +116,8 @@ class Masking(Method):
                     else [*prefix, *body]
             if self.env.count(context) <= limit:
                 return context
-        return [*prefix, *mask_steps(split_steps(list(units[-1].messages)), 0)] if units else prefix
+        newest = mask_steps(split_steps(list(units[-1].messages)), 0) if units else []
+        return [*prefix, *fit_newest(self.env, prefix, newest, limit)]
 
 
 class MaskingLog(Masking):

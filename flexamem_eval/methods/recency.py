@@ -8,6 +8,7 @@ from flexamem_core import Message
 
 from ..items import Question
 from .base import Method, memory_message, question_messages, split_prefix
+from .layout import fit_newest
 
 
 class Full(Method):
@@ -57,4 +58,6 @@ class Truncation(Method):
             if kept and self.env.count([*prefix, *candidate]) > limit:
                 break
             kept = candidate
+        if self.env.count([*prefix, *kept]) > limit:  # the newest unit alone is over the budget
+            kept = fit_newest(self.env, prefix, kept, limit)
         return [*prefix, *kept]

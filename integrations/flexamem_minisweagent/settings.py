@@ -37,7 +37,10 @@ class FlexAMemSettings(BaseModel):
 
     def core_config(self) -> FlexAMemConfig:
         """The FlexAMemConfig of these settings (raises pydantic's error on unknown keys)."""
-        return FlexAMemConfig(budget=self.budget, **(self.model_extra or {}))
+        # mini-swe-agent's user messages after the task are observations or format errors,
+        # never a new human turn, so the newest one is not pinned outside the window.
+        extra = {"pin_user_turn": False, **(self.model_extra or {})}
+        return FlexAMemConfig(budget=self.budget, **extra)
 
 
 class LitellmChat:

@@ -108,3 +108,15 @@ def test_every_method_renders_a_trajectory_within_budget(env):
     for r in res.renders:
         slack = 4 * 40 if r.method == "llamaindex-buffer" else 0
         assert r.tokens <= env.effective(1500) + slack, (r.method, r.step, r.tokens)
+
+
+def test_newest_output_larger_than_the_budget_is_cut_to_fit(env):
+    item = trajectory(6)
+    huge = "\n".join(f"row {k}: value {k * 13} in column alpha_{k}" for k in range(600))
+    msgs = [*item.messages[:-1], Message(role="user", content=f"<output>\n{huge}\n</output>")]
+    for name in [*TOKEN_ONLY, "piece-retrieval"]:
+        if name in ("llamaindex-buffer", "langchain-trim"):
+            continue  # the peers keep their own rule (whole messages)
+        context = make_method(name, env, {}).step_context(msgs, 2000)
+        assert env.count(context) <= env.effective(2000), name
+        assert context[0].role == "system"

@@ -1,0 +1,106 @@
+"""The o200k_base tokenizer: offline load, special-token text, hostile inputs, split()."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+from importlib import resources
+
+import pytest
+import tiktoken.load
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from flexamem_core.tokens import O200K_SHA256, TiktokenTokenizer, load_o200k_encoding
+
+
+def test_vendored_file_matches_its_checksum():
+    raw = gzip.decompress(resources.files("flexamem_core.data").joinpath("o200k_base.tiktoken.gz").read_bytes())
+    assert hashlib.sha256(raw).hexdigest() == O200K_SHA256
+
+
+def test_loads_offline_and_encodes_like_o200k(tokenizer, monkeypatch):
+    # No network: any attempt to download a BPE file would fail loudly.
+    monkeypatch.setattr(tiktoken.load, "read_file", lambda *a, **k: pytest.fail("tried to download"))
+    load_o200k_encoding.cache_clear()
+    enc = load_o200k_encoding()
+    assert enc.name == "o200k_base"
+    assert enc.n_vocab == 200019
+    # Well-known o200k ids: "hello world" is two tokens, and " world" is id 2375.
+    assert enc.encode_ordinary("hello world") == [24912, 2375]
+    assert tokenizer.count("hello world") == 2
+
+
+def test_special_token_text_is_counted_as_ordinary_text(tokenizer):
+    n = tokenizer.count("<|endoftext|>")
+    assert n > 1  # spelled out, not the single special token, and no exception
+    assert tokenizer.count("a <|endofprompt|> b") > 3
+
+
+def test_empty_text_counts_zero(tokenizer):
+    assert tokenizer.count("") == 0
+    assert tokenizer.split("", 10) == []
+
+
+def test_a_million_spaces_are_counted_without_crash(tokenizer):
+    n = tokenizer.count(" " * 1_000_000)
+    assert 0 < n <= 1_000_000
+    # Chunked counting must agree with tiktoken on a size tiktoken handles.
+    assert tokenizer.count(" " * 5000) == len(tokenizer.encoding.encode_ordinary(" " * 5000))
+
+
+def test_a_very_long_single_line_is_counted(tokenizer):
+    line = "x1y2z3_" * (300_000 // 7)
+    n = tokenizer.count(line)
+    assert n > 1000
+    mixed = ("word " * 60_000)[:300_000]
+    exact = len(tokenizer.encoding.encode_ordinary(mixed))
+    # Lines over 200k characters are counted in slices: off by at most a token per slice.
+    assert abs(tokenizer.count(mixed) - exact) <= 2
+
+
+def test_counts_are_memoised_per_string():
+    tk = TiktokenTokenizer()
+    text = "memoise me " * 10
+    assert tk.count(text) == tk.count(text)
+    assert text in tk._cache
+
+
+def test_split_rejects_non_positive_limit(tokenizer):
+    with pytest.raises(ValueError):
+        tokenizer.split("abc", 0)
+
+
+def _check_split(tokenizer, text: str, limit: int) -> None:
+    # limit >= 4: one character is at most 4 UTF-8 bytes, so at most 4 tokens.
+    parts = tokenizer.split(text, limit)
+    assert "".join(parts) == text
+    assert all(tokenizer.count(p) <= limit for p in parts)
+    assert all(p for p in parts)
+
+
+@settings(deadline=None, max_examples=60)
+@given(text=st.text(min_size=0, max_size=800), limit=st.integers(4, 40))
+def test_split_parts_fit_and_rejoin(text, limit, tokenizer):
+    _check_split(tokenizer, text, limit)
+
+
+@pytest.mark.parametrize("text", [
+    " " * 3000,
+    "A" * 5000,
+    "日本語のテキスト" * 300,
+    "emoji🙂🙂 " * 400,
+    "line one\nline two\n" * 200,
+    "\udcff lone surrogate \ud800 text " * 50,
+])
+def test_split_hostile_inputs(text, tokenizer):
+    from flexamem_core.messages import clean_text
+
+    _check_split(tokenizer, clean_text(text), 25)
+
+
+def test_split_of_a_million_spaces(tokenizer):
+    text = " " * 1_000_000
+    parts = tokenizer.split(text, 150)
+    assert "".join(parts) == text
+    assert max(tokenizer.count(p) for p in parts[:50]) <= 150
