@@ -81,6 +81,7 @@ class _Namespace:
     index: NamespaceIndex
     children: dict[str | None, list[str]]
     chain: list[tuple[Unit, tuple[Any, ...]]] = field(default_factory=list)
+    chain_messages: list[Message] = field(default_factory=list)
 
 
 @dataclass
@@ -135,7 +136,10 @@ class FlexAMem:
         kind = self.config.history
         matched: list[tuple[Unit, tuple[Any, ...]]] = []
         i = 0
-        for unit, fps in space.chain:
+        flat = space.chain_messages
+        if flat and len(body) >= len(flat) and body[len(flat) - 1] is flat[-1] and body[:len(flat)] == flat:
+            matched, i = list(space.chain), len(flat)  # the same objects as last call: all units still match
+        for unit, fps in space.chain[len(matched):]:
             n = len(unit.messages)
             if i + n <= len(body) and all(a is b or _quick_fp(a) == fp
                                           for a, b, fp in zip(body[i:i + n], unit.messages, fps)):
@@ -179,6 +183,7 @@ class FlexAMem:
                 siblings.append(unit.key)
             matched.append((unit, tuple(_quick_fp(m) for m in unit.messages)))
         space.chain = matched
+        space.chain_messages = [m for u, _ in matched for m in u.messages]
         return _Synced([u for u, _ in matched], tail, written)
 
     def ingest(self, history: Sequence[Message | Mapping[str, Any]], *, namespace: str = "default",
@@ -238,10 +243,16 @@ class FlexAMem:
         if not notes:
             return []
         parents = {k: p for p, ks in space.children.items() for k in ks}
+        position = space.index.position
         chain, key = [], notes[-1].unit_key
-        while key is not None and key in space.index.position:  # a parent may have been forgotten
+        while key is not None and key in position and key not in chain:
             chain.append(key)
-            key = parents.get(key)
+            parent = parents.get(key)
+            if parent is not None and parent not in position:
+                # the parent was forgotten: go on with the unit written just before this one
+                before = position[key] - 1
+                parent = notes[before].unit_key if before >= 0 else None
+            key = parent
         return [self.store.get_unit(namespace, k) for k in reversed(chain)]
 
     def _render(self, space: _Namespace, namespace: str, cfg: FlexAMemConfig, layout: Layout,
@@ -354,7 +365,8 @@ class FlexAMem:
             d = sum(max(0, n.raw_tokens - n.record_tokens) for n in (notes[c.pos] for c in cands))
             timeline.merge_down_to(max(cfg.timeline_share * size_mem, size_mem - d))
             if a_mem < size_mem:  # the newest unit is big: hide the oldest records, this call only
-                timeline.hide_down_to(max(cfg.timeline_share * a_mem, a_mem - d))
+                # (never all of them for the share: the allowance check below does that if need be)
+                timeline.hide_down_to(max(cfg.timeline_share * a_mem, a_mem - d), keep=1)
             timeline.hide_down_to(a_mem)
             scores = index.bm25.scores(content_words(excerpt_query))
             mem = unit_recovery(notes, timeline, cands, a_mem - timeline.total, allowance, index, cfg,
@@ -362,7 +374,7 @@ class FlexAMem:
         else:
             timeline.merge_down_to(cfg.timeline_share * size_mem)
             if a_mem < size_mem:
-                timeline.hide_down_to(cfg.timeline_share * a_mem)
+                timeline.hide_down_to(cfg.timeline_share * a_mem, keep=1)
             timeline.hide_down_to(a_mem)
             room = a_mem - timeline.total
             mem = piece_recovery(notes, timeline, piece_query, q_vec, room, allowance, index, tk,

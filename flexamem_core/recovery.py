@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -63,6 +63,20 @@ class MemoryRender:
     llm_calls: int = 0
 
 
+class _Prefix:
+    """Key -> position for old units that are exactly the first ``n`` notes of the index."""
+
+    def __init__(self, position: dict[str, int], n: int) -> None:
+        self.position = position
+        self.n = n
+
+    def __contains__(self, key: object) -> bool:
+        return self.position.get(key, self.n) < self.n  # type: ignore[arg-type]
+
+    def __getitem__(self, key: str) -> int:
+        return self.position[key]
+
+
 def candidates(q_vec: np.ndarray, notes: Sequence[Note], index: NamespaceIndex,
                cfg: FlexAMemConfig, query_text: str) -> list[Candidate]:
     """Candidates in decreasing g: seeds, their links and time neighbours (Eq. 2)."""
@@ -74,10 +88,15 @@ def candidates(q_vec: np.ndarray, notes: Sequence[Note], index: NamespaceIndex,
         order = list(range(n))
         random.Random(seed).shuffle(order)
         return [Candidate(p, 0.0, "random") for p in order]
-    rows = np.fromiter((index.position[nt.unit_key] for nt in notes), dtype=np.int64, count=n)
-    cos = index.vectors[rows] @ q_vec
+    if index.position.get(notes[0].unit_key) == 0 and index.position.get(notes[-1].unit_key) == n - 1:
+        # The usual case: the old units are the first n notes written (positions only increase).
+        cos = index.vectors[:n] @ q_vec
+        pos_of: dict[str, int] | _Prefix = _Prefix(index.position, n)
+    else:
+        rows = np.fromiter((index.position[nt.unit_key] for nt in notes), dtype=np.int64, count=n)
+        cos = index.vectors[rows] @ q_vec
+        pos_of = {nt.unit_key: p for p, nt in enumerate(notes)}
     seeds = np.lexsort((np.arange(n), -cos))[: cfg.seeds]
-    pos_of = {nt.unit_key: p for p, nt in enumerate(notes)}
     best: dict[int, tuple[float, str]] = {}
 
     def reach(p: int, score: float, why: str) -> None:
@@ -239,17 +258,9 @@ def piece_recovery(notes: Sequence[Note], timeline: Timeline, query_text: str, q
         if r is not None and len(r):
             allowed[r.start:r.stop] = True
     hits = np.flatnonzero((scores > 0) & allowed)
-    order = list(hits[np.lexsort((hits, -scores[hits]))])
-    order = _break_ties(order, scores, q_vec, index, embedder)
     tokens = index.doc_tokens_array()
-    chosen: list[int] = []
-    for d in order:
-        if room <= 0:
-            break
-        t = int(tokens[d])
-        if t <= room:
-            chosen.append(d)
-            room -= t
+    chosen = select_pieces(hits, scores, tokens, room,
+                           lambda run: np.stack([v for v in index.piece_embeddings(run, embedder).values()]) @ q_vec)
     pos_of = {nt.unit_key: p for p, nt in enumerate(notes)}
     cache: dict[str, list[Piece]] = {}
 
@@ -293,22 +304,32 @@ class _PieceAssembler(Assembler):
         return super().text((), tail)
 
 
-def _break_ties(order: list[int], scores: np.ndarray, q_vec: np.ndarray, index: NamespaceIndex,
-                embedder: Embedder, horizon: int = 400) -> list[int]:
-    """Within runs of equal BM25 score, order by cosine with the query, then position."""
-    out: list[int] = []
+def select_pieces(hits: Sequence[int] | np.ndarray, scores: np.ndarray, tokens: Sequence[int] | np.ndarray,
+                  room: int, cosine: Callable[[list[int]], np.ndarray]) -> list[int]:
+    """Pieces in BM25 rank order, taken greedily while they fit ``room``.
+
+    Ties go to cosine with the query, then to the earlier piece. Only a run of equal
+    scores that does not fit whole needs the cosine order (a run taken whole is shown in
+    time order anyway), so pieces are embedded for that one run, not for every tie.
+    """
+    hits = np.asarray(hits, dtype=np.int64)
+    order = [int(d) for d in hits[np.lexsort((hits, -scores[hits]))]]
+    chosen: list[int] = []
     i = 0
-    while i < len(order):
+    while i < len(order) and room > 0:
         j = i + 1
         while j < len(order) and scores[order[j]] == scores[order[i]]:
             j += 1
         run = order[i:j]
-        if len(run) > 1 and i < horizon:
-            vecs = index.piece_embeddings(run, embedder)
-            run = sorted(run, key=lambda d: (-float(vecs[d] @ q_vec), d))
-        out.extend(run)
+        if len(run) > 1 and sum(int(tokens[d]) for d in run) > room:
+            cos = cosine(run)
+            run = [d for _, d in sorted(zip((-cos).tolist(), run))]
+        for d in run:
+            if int(tokens[d]) <= room:
+                chosen.append(d)
+                room -= int(tokens[d])
         i = j
-    return out
+    return chosen
 
 
 def _unit_reports(notes: Sequence[Note], timeline: Timeline, kept: dict[int, Element],

@@ -166,6 +166,7 @@ def repair_pairing(messages: Sequence[Message]) -> tuple[list[Message], int]:
     """
     out: list[Message] = []
     open_calls: list[str] = []
+    deferred: list[Message] = []  # orphan results met while calls are open: shown after them
     fixes = 0
 
     def close_open() -> None:
@@ -175,6 +176,8 @@ def repair_pairing(messages: Sequence[Message]) -> tuple[list[Message], int]:
                                metadata={"flexamem": "placeholder"}))
             fixes += 1
         open_calls.clear()
+        out.extend(deferred)
+        deferred.clear()
 
     for idx, m in enumerate(messages):
         if m.role == "tool":
@@ -185,8 +188,9 @@ def repair_pairing(messages: Sequence[Message]) -> tuple[list[Message], int]:
                 out.append(replace(m, tool_call_id=open_calls.pop(0)))
                 fixes += 1
             else:
-                out.append(Message(role="user", content=f"[tool result without a matching call] {m.text}",
-                                   id=m.id, metadata={"flexamem": "orphan-result"}))
+                (deferred if open_calls else out).append(
+                    Message(role="user", content=f"[tool result without a matching call] {m.text}",
+                            id=m.id, metadata={"flexamem": "orphan-result"}))
                 fixes += 1
             continue
         close_open()

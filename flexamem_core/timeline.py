@@ -132,9 +132,10 @@ class Timeline:
             self.total += merged.tokens - sum(it.tokens for it in group)
             self.items = [merged, *self.items[len(group):]]
 
-    def hide_down_to(self, target: float) -> None:
-        """Hide the oldest items (for this call only) until at most ``target`` tokens."""
-        while self.items and self.total > target:
+    def hide_down_to(self, target: float, keep: int = 0) -> None:
+        """Hide the oldest items (for this call only) until at most ``target`` tokens,
+        keeping at least the ``keep`` newest items."""
+        while len(self.items) > keep and self.total > target:
             item = self.items.pop(0)
             self.total -= item.tokens
             self.hidden_until = item.end

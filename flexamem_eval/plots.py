@@ -27,7 +27,7 @@ def plot_metrics(out_dir: Path, rows: Sequence[dict[str, Any]], methods_order: S
             continue
         methods = list(dict.fromkeys([m for m in methods_order if any(r["method"] == m for r in sel)]
                                      + [r["method"] for r in sel]))
-        fig, ax = plt.subplots(figsize=(7, 4.5))
+        fig, ax = plt.subplots(figsize=(10, 5))
         for i, m in enumerate(methods):
             pts = sorted((r["budget"], r["value"]) for r in sel if r["method"] == m)
             style = "-" if i < 10 else "--"
@@ -39,7 +39,7 @@ def plot_metrics(out_dir: Path, rows: Sequence[dict[str, Any]], methods_order: S
         ax.set_ylabel(metric)
         ax.set_title(f"{dataset}: {metric}")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, loc="best")
+        ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
         fig.tight_layout()
         path = out_dir / f"{dataset}_{metric}.png"
         fig.savefig(path, dpi=110)

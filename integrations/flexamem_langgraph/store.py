@@ -12,10 +12,16 @@ the note last, so ``notes()`` never lists a unit that was only partly written, a
 item carries a write sequence number that gives the write order back (BaseStore search
 order is backend-defined). Items are written with ``index=False``: FlexA-Mem computes its
 own embeddings, the store's vector index is not used.
+
+On a store over a ``sqlite3`` connection (langgraph's ``SqliteStore``) the adapter turns on
+``secure_delete`` and, in WAL mode, truncates the WAL after each deletion, so forgotten text
+leaves the database file too, whatever the SQLite build's defaults.
 """
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
 import threading
 import time
 from collections.abc import Iterable, Sequence
@@ -25,6 +31,7 @@ from langgraph.store.base import BaseStore, PutOp
 
 from flexamem_core.schema import MergedRecord, Note, Piece, Unit
 from flexamem_core.stores import check_namespace
+from flexamem_core.stores.codec import check_write
 from flexamem_core.stores.forgetting import merged_covering
 
 _PAGE = 500
@@ -38,11 +45,18 @@ def _unlabel(label: str) -> str:
     return label.replace("%2E", ".")
 
 
+def _sqlite_connection(store: BaseStore) -> sqlite3.Connection | None:
+    """The ``sqlite3`` connection a store (langgraph's ``SqliteStore``) runs on, if any."""
+    conn = getattr(store, "conn", None)
+    return conn if isinstance(conn, sqlite3.Connection) else None
+
+
 class LangGraphBaseStore:
     """FlexA-Mem store backend on any LangGraph ``BaseStore``.
 
     Not transactional across processes: two workers writing the same unit at once both
-    write identical content (keys are content hashes), so the result is the same.
+    write identical content (keys are content hashes) and both report it written, and the
+    order of concurrent writers comes from each process's clock. Use one writer per namespace.
     """
 
     def __init__(self, store: BaseStore, prefix: Sequence[str] = ("flexamem",)) -> None:
@@ -57,6 +71,10 @@ class LangGraphBaseStore:
         self.prefix = prefix
         self._lock = threading.Lock()
         self._last_seq = 0
+        self._sqlite = _sqlite_connection(store)
+        if self._sqlite is not None:
+            with self._sqlite_lock():
+                self._sqlite.execute("PRAGMA secure_delete = ON")  # deleted rows are zeroed
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -68,6 +86,19 @@ class LangGraphBaseStore:
         with self._lock:
             self._last_seq = max(time.time_ns(), self._last_seq + 1)
             return self._last_seq
+
+    def _sqlite_lock(self) -> contextlib.AbstractContextManager[Any]:
+        lock = getattr(self.store, "lock", None)  # SqliteStore serialises its connection
+        return lock if isinstance(lock, contextlib.AbstractContextManager) else contextlib.nullcontext()
+
+    def _scrub(self) -> None:
+        """After a deletion: move the WAL into the file and truncate it (SQLite, WAL mode)."""
+        if self._sqlite is None:
+            return
+        with self._sqlite_lock():
+            (mode,) = self._sqlite.execute("PRAGMA journal_mode").fetchone()
+            if str(mode).lower() == "wal":
+                self._sqlite.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def _all(self, namespace: str, kind: str) -> list[dict[str, Any]]:
         """Every item value of one kind, in write order."""
@@ -86,6 +117,7 @@ class LangGraphBaseStore:
     # -- Store protocol --------------------------------------------------------------------
 
     def write_unit(self, namespace: str, unit: Unit, note: Note, pieces: Sequence[Piece]) -> bool:
+        pieces = check_write(unit, note, pieces)
         if self.has_unit(namespace, unit.key):
             return False
         seq = self._seq()
@@ -158,6 +190,7 @@ class LangGraphBaseStore:
         covers = {v["key"]: v["merged"]["covers"] for v in self._all(namespace, "merged")}
         ops.extend(PutOp(self._ns(namespace, "merged"), k, None) for k in merged_covering(covers, [key]))
         self.store.batch(ops)
+        self._scrub()
         return True
 
     def delete_namespace(self, namespace: str) -> int:
@@ -167,6 +200,7 @@ class LangGraphBaseStore:
                for kind in ("notes", "units", "pieces", "merged") for v in self._all(namespace, kind)]
         if ops:
             self.store.batch(ops)
+            self._scrub()
         return count
 
     def namespaces(self) -> list[str]:

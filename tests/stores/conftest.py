@@ -1,6 +1,8 @@
 """Backends of the store conformance suite: every test taking ``backend`` runs on each.
 
-PostgreSQL and Chroma-server tests need the services of ``.ci/services.sh``
+``langgraph-memory`` and ``langgraph-sqlite`` are the LangGraph adapter's
+``LangGraphBaseStore`` on langgraph's ``InMemoryStore`` and ``SqliteStore``
+(``langgraph_backends.py``). PostgreSQL and Chroma-server tests need the services of ``.ci/services.sh``
 (FLEXAMEM_TEST_POSTGRES_URL, FLEXAMEM_TEST_CHROMA_URL). Without a reachable server they
 are skipped with the reason, except under CI=true, where they fail.
 """
@@ -20,6 +22,8 @@ from urllib.parse import urlsplit
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
+
+from langgraph_backends import LANGGRAPH_SQLITE, langgraph_memory, open_url
 
 from flexamem_core.stores import open_store
 
@@ -69,12 +73,13 @@ class Backend:
     raw_dump: Callable[[Any], str]
     persistent: bool = True
     transactional: bool = True  # atomic units and safe concurrent writers
+    multi_writer: bool = True  # several processes may append at once, each unit stored once
     stores: list[Any] = field(default_factory=list)
     first: Any = None
 
     def open(self) -> Any:
         """A new store object on the same data (the first call may return the shared one)."""
-        store = open_store(self.url) if self.url else self.first
+        store = open_url(self.url) if self.url else self.first
         self.stores.append(store)
         return store
 
@@ -90,11 +95,19 @@ def _memory_dump(store: Any) -> str:
     return repr(store._spaces)  # the whole in-memory state
 
 
+def _langgraph_memory_dump(store: Any) -> str:
+    return repr(store.store._data) + repr(store.store._vectors)  # langgraph's whole state
+
+
 def _sqlite_dump(path: Path) -> Callable[[Any], str]:
     def dump(_store: Any) -> str:
         conn = sqlite3.connect(path)
         try:
             text = "\n".join(conn.iterdump())
+            tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+            blobs = [v.decode("utf-8", "replace") for t in tables
+                     for row in conn.execute(f'SELECT * FROM "{t}"') for v in row if isinstance(v, bytes)]
+            text += "\n" + "\n".join(blobs)  # iterdump writes blobs (langgraph's JSON values) as hex
         finally:
             conn.close()
         raw = b"".join(p.read_bytes() for p in path.parent.glob(path.name + "*"))
@@ -126,7 +139,7 @@ def _chroma_dump(store: Any) -> str:
     return "\n".join(out)
 
 
-BACKENDS = ["memory", "sqlite", "postgres", "chroma", "chroma-http"]
+BACKENDS = ["memory", "sqlite", "postgres", "chroma", "chroma-http", "langgraph-memory", "langgraph-sqlite"]
 
 
 @pytest.fixture(params=BACKENDS)
@@ -167,12 +180,23 @@ def _make_backend(name: str, tmp_path: Path) -> Iterator[Backend]:
             for col in store.client.list_collections():
                 if col.name.startswith(prefix + "-"):
                     store.client.delete_collection(col.name)
+    elif name == "langgraph-memory":
+        pytest.importorskip("langgraph.store.memory", reason="the langgraph extra is not installed")
+        b = Backend(name, None, _langgraph_memory_dump, persistent=False)
+        b.first = langgraph_memory()
+        yield b
+    elif name == "langgraph-sqlite":
+        pytest.importorskip("langgraph.store.sqlite", reason="langgraph-checkpoint-sqlite is not installed")
+        path = tmp_path / "langgraph.db"
+        # a unit is one SQLite transaction (a BaseStore batch), but "is it stored?" and the
+        # write are two calls: concurrent writers of the same unit can both write it
+        yield from _run(Backend(name, f"{LANGGRAPH_SQLITE}{path}", _sqlite_dump(path), multi_writer=False))
     else:  # pragma: no cover
         raise ValueError(name)
 
 
 def _run(b: Backend) -> Iterator[Backend]:
-    b.first = open_store(b.url)
+    b.first = open_url(b.url)
     try:
         yield b
     finally:

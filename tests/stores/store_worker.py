@@ -16,9 +16,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from langgraph_backends import open_url
 from storekit import make_chain, make_merged
-
-from flexamem_core.stores import open_store
 
 
 def restart_history() -> tuple[list, list]:
@@ -30,7 +29,7 @@ def restart_history() -> tuple[list, list]:
 
 def main(argv: list[str]) -> None:
     command, url, ns = argv[:3]
-    store = open_store(url)
+    store = open_url(url)
     if command == "append":
         tag, n, shared = argv[3], int(argv[4]), int(argv[5])
         own = make_chain(tag, n)

@@ -255,7 +255,8 @@ OPS = st.lists(st.one_of(
     st.tuples(st.just("delete"), st.integers(0, 5)),
     st.tuples(st.just("merge"), st.integers(0, len(MERGES))),
 ), max_size=14)
-MAX_EXAMPLES = {"memory": 60, "sqlite": 30, "postgres": 15, "chroma": 8, "chroma-http": 8}
+MAX_EXAMPLES = {"memory": 60, "sqlite": 30, "postgres": 15, "chroma": 8, "chroma-http": 8,
+                "langgraph-memory": 40, "langgraph-sqlite": 20}
 
 
 class Model:

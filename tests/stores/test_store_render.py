@@ -18,12 +18,13 @@ CANARY = "quokkacanary5521"
 BUDGET = 1400
 
 
-@pytest.fixture(params=["sqlite", "postgres", "chroma", "chroma-http"])
+@pytest.fixture(params=["sqlite", "postgres", "chroma", "chroma-http", "langgraph-sqlite"])
 def persistent_backend(request, tmp_path):
     yield from _make_backend(request.param, tmp_path)
 
 
-@pytest.fixture(params=["memory", "sqlite", "postgres"])  # Chroma: store-level isolation suffices
+# Chroma: store-level isolation suffices
+@pytest.fixture(params=["memory", "sqlite", "postgres", "langgraph-memory", "langgraph-sqlite"])
 def render_backend(request, tmp_path):
     yield from _make_backend(request.param, tmp_path)
 

@@ -1,0 +1,193 @@
+"""Each message rule of the render on its own: layout, system, window, fit, pairing."""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from flexamem_core import Message, ToolCall
+from flexamem_core.render import (
+    NO_RESULT,
+    PER_REQUEST,
+    TRUNCATION_MARK,
+    count_messages,
+    fit_messages,
+    no_inner_system,
+    one_system,
+    recent_window,
+    repair_pairing,
+    split_layout,
+)
+
+PROPS = settings(deadline=None, max_examples=200, suppress_health_check=list(HealthCheck))
+
+S = Message(role="system", content="be brief")
+T = Message(role="user", content="TASK: fix it")
+
+
+def test_split_layout_agent():
+    a = Message(role="assistant", content="ls")
+    o = Message(role="user", content="out")
+    lay = split_layout([S, T, a, o], "agent")
+    assert lay.system is S and lay.task == (T,) and lay.body == (a, o) and lay.current == ()
+    lay = split_layout([a, o], "agent")
+    assert lay.system is None and lay.task == () and lay.body == (a, o)
+    assert split_layout([], "agent").body == ()
+
+
+def test_split_layout_reader_keeps_the_current_turn():
+    msgs = [S, Message(role="user", content="q1"), Message(role="assistant", content="a1"),
+            Message(role="user", content="q2")]
+    lay = split_layout(msgs, "reader")
+    assert lay.system is S and lay.task == () and lay.body == tuple(msgs[1:3]) and lay.current == (msgs[3],)
+    only_assistant = [Message(role="assistant", content="x")]
+    assert split_layout(only_assistant, "reader").current == ()
+
+
+def test_one_system_joins_leading_system_messages_as_a_copy():
+    assert one_system([]) is None
+    assert one_system([S]) is S
+    s2 = Message(role="system", content="use tools")
+    joined = one_system([S, s2])
+    assert joined.role == "system" and joined.content == "be brief\n\nuse tools"
+    assert S.content == "be brief"  # the originals are untouched
+    lay = split_layout([S, s2, T], "agent")
+    assert lay.system == joined and lay.task == (T,)
+
+
+def test_no_inner_system_turns_later_system_messages_into_marked_user_copies():
+    inner = Message(role="system", content="reminder: be careful", id="s9")
+    out = no_inner_system([T, inner])
+    assert out[0] is T
+    assert out[1].role == "user" and out[1].content == "[system] reminder: be careful" and out[1].id == "s9"
+    assert inner.role == "system"
+
+
+@PROPS
+@given(sizes=st.lists(st.integers(0, 500), max_size=30), limit=st.floats(0, 3000))
+def test_recent_window_is_the_longest_newest_run_within_the_limit(sizes, limit):
+    n = recent_window(sizes, limit)
+    if not sizes:
+        assert n == 0
+        return
+    assert 1 <= n <= len(sizes)
+    if n > 1:
+        assert sum(sizes[len(sizes) - n:]) <= limit
+    if n < len(sizes):
+        assert sum(sizes[len(sizes) - n - 1:]) > limit
+
+
+def test_recent_window_always_holds_the_newest_unit():
+    assert recent_window([10, 10, 5000], 100) == 1
+    assert recent_window([10, 10, 50], 100) == 3
+
+
+def test_fit_messages_cuts_the_largest_output_first_and_marks_it(tokenizer):
+    call = Message(role="assistant", content="reading", tool_calls=(ToolCall("read", "{}", "c1"),))
+    big = Message(role="tool", content="\n".join(f"row {i}: value {i * 7}" for i in range(2000)),
+                  tool_call_id="c1", id="t1")
+    small = Message(role="user", content="please summarise")
+    msgs = [call, big, small]
+    room = 600
+    out, cuts = fit_messages(msgs, room, tokenizer)
+    assert cuts >= 1
+    assert count_messages(out, tokenizer) - PER_REQUEST <= room
+    assert out[0] is call and out[2] is small  # only the big output was cut
+    assert out[1].tool_call_id == "c1" and out[1].id == "t1" and out[1].metadata["flexamem_truncated"]
+    assert "omitted by FlexA-Mem to fit the budget" in out[1].text
+    assert out[1].text.startswith("row 0: value 0")
+    assert out[1].text.endswith("row 1999: value 13993")
+    assert big.text.count("\n") == 1999  # the caller's message is unchanged
+
+
+def test_fit_messages_leaves_fitting_messages_alone(tokenizer):
+    msgs = [T, Message(role="assistant", content="ok")]
+    out, cuts = fit_messages(msgs, 1000, tokenizer)
+    assert out == msgs and cuts == 0
+
+
+def test_fit_messages_cuts_assistant_text_last(tokenizer):
+    talk = Message(role="assistant", content="thinking " * 800)
+    obs = Message(role="user", content="output " * 800)
+    out, _ = fit_messages([talk, obs], 1000, tokenizer)
+    assert out[0] is talk and out[1].metadata.get("flexamem_truncated")
+    out, _ = fit_messages([talk, obs], 200, tokenizer)
+    assert count_messages(out, tokenizer) - PER_REQUEST <= 200
+    assert all(m.metadata.get("flexamem_truncated") for m in out)
+
+
+def test_truncation_mark_says_how_much_was_left_out():
+    assert "{n} tokens" in TRUNCATION_MARK
+
+
+# ---------------------------------------------------------------------------- pairing
+
+def pairs_up(messages: list[Message]) -> bool:
+    open_ids: list[str] = []
+    for m in messages:
+        if m.role == "tool":
+            if m.tool_call_id not in open_ids:
+                return False
+            open_ids.remove(m.tool_call_id)
+        else:
+            if open_ids:
+                return False
+            if m.role == "assistant" and m.tool_calls:
+                ids = [c.id for c in m.tool_calls]
+                if any(i is None for i in ids) or len(set(ids)) != len(ids):
+                    return False
+                open_ids = list(ids)
+    return not open_ids
+
+
+ids = st.sampled_from([None, "a", "b", "c"])
+messy_message = st.one_of(
+    st.builds(lambda t: Message(role="user", content=t), st.sampled_from(["hi", "obs", ""])),
+    st.builds(lambda calls: Message(role="assistant", content="act",
+                                    tool_calls=tuple(ToolCall("f", "{}", i) for i in calls)),
+              st.lists(ids, max_size=3)),
+    st.builds(lambda i: Message(role="tool", content="result", tool_call_id=i), ids),
+    st.just(Message(role="system", content="sys")),
+)
+
+
+@PROPS
+@given(messages=st.lists(messy_message, max_size=15))
+def test_repair_pairing_always_pairs_and_loses_no_text(messages):
+    before = list(messages)
+    out, fixes = repair_pairing(messages)
+    assert pairs_up(out)
+    assert messages == before
+    # Every original message still says what it said (tool results may become marked user messages).
+    texts = [m.text for m in out]
+    for m in messages:
+        assert any(m.text and m.text in t for t in texts) or not m.text
+    placeholders = sum(1 for m in out if m.text == NO_RESULT)
+    orphans = sum(1 for m in out if m.metadata.get("flexamem") == "orphan-result")
+    assert placeholders + orphans <= fixes
+    if pairs_up(messages):
+        assert out == messages and fixes == 0
+
+
+def test_repair_pairing_cases():
+    call = Message(role="assistant", tool_calls=(ToolCall("f", "{}", None), ToolCall("g", "{}", "x")))
+    res_no_id = Message(role="tool", content="r1")
+    orphan = Message(role="tool", content="lost", tool_call_id="zzz")
+    out, fixes = repair_pairing([call, res_no_id, Message(role="user", content="next"), orphan])
+    assert [m.role for m in out] == ["assistant", "tool", "tool", "user", "user"]
+    assert out[0].tool_calls[0].id == "flexamem_call_0_0" and out[0].tool_calls[1].id == "x"
+    assert out[1].tool_call_id == "flexamem_call_0_0" and out[1].text == "r1"
+    assert out[2].tool_call_id == "x" and out[2].text == NO_RESULT
+    assert out[4].text == "[tool result without a matching call] lost"
+    assert fixes == 4
+    assert call.tool_calls[0].id is None  # the input stays as it was
+
+
+def test_an_orphan_between_results_is_moved_after_the_group():
+    call = Message(role="assistant", tool_calls=(ToolCall("f", "{}", "a"), ToolCall("g", "{}", "b")))
+    out, fixes = repair_pairing([call, Message(role="tool", content="stray", tool_call_id="zzz"),
+                                 Message(role="tool", content="ra", tool_call_id="a")])
+    assert pairs_up(out) and fixes == 2
+    assert [(m.role, m.text) for m in out] == [
+        ("assistant", ""), ("tool", "ra"), ("tool", NO_RESULT),
+        ("user", "[tool result without a matching call] stray")]

@@ -1,0 +1,242 @@
+"""Recovery with the real all-MiniLM-L6-v2 embedder: detail comes back when it matters."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from flexamem_core import FlexAMem, FlexAMemConfig, Message
+from flexamem_core.embeddings import normalize
+from flexamem_core.render import split_layout
+from flexamem_core.units import pack_units
+
+TOKEN = "tok-QZ81-VELLUM-4412"
+MODULES = ["billing", "auth", "search", "export", "cache", "mailer", "reports", "upload", "queue", "metrics",
+           "geo", "audit", "pricing", "invoices", "users", "sessions", "webhooks", "scheduler", "tags", "themes"]
+
+
+def agent_history(n_lines: int = 14) -> list[dict]:
+    """20 one-step units of a coding agent; the token is printed once, mid-output, in step 3."""
+    msgs = [{"role": "system", "content": "You are a careful coding agent."},
+            {"role": "user", "content": "TASK: the nightly export job fails; find why and fix it."}]
+    for i, mod in enumerate(MODULES):
+        command = f"grep -rn def {mod}/ | head -20"
+        lines = [f"{mod}/handler_{k}.py: def handle_{mod}_{k}(request): return render(request, '{mod}_{k}.html')"
+                 for k in range(n_lines)]
+        if mod == "search":
+            command = "cat config/nightly_export.ini"
+            lines = ["[nightly_export] settings of the export job"] + \
+                [f"option_{k} = value_{k * 17 % 23}" for k in range(12 * n_lines)]
+            lines.insert(5 * n_lines, f"auth_token = {TOKEN}")
+        msgs += [{"role": "assistant", "content": f"THOUGHT: inspect {mod}\n```bash\n{command}\n```", "id": f"a{i}"},
+                 {"role": "user", "content": "<returncode>0</returncode>\n<output>\n" + "\n".join(lines)
+                                             + "\n</output>", "id": f"o{i}"}]
+    msgs += [{"role": "assistant", "content": f"THOUGHT: the export job logs 'invalid token {TOKEN}'; where is "
+                                              f"that token set?\n```bash\ngrep -rn {TOKEN} export/ logs/\n```",
+              "id": "last"},
+             {"role": "user", "content": f"<returncode>1</returncode>\n<output>\nlogs/export.log: ERROR invalid "
+                                         f"token {TOKEN}\n</output>", "id": "last_out"}]
+    return msgs
+
+
+def make(embedder, tokenizer, **settings) -> FlexAMem:
+    cfg = FlexAMemConfig(**{"budget": 3000, "agent_unit_tokens": 200, **settings})
+    return FlexAMem(cfg, tokenizer=tokenizer, embedder=embedder)
+
+
+def token_unit(mem: FlexAMem) -> int:
+    notes = mem.store.notes("default")
+    return next(i for i, n in enumerate(notes) if TOKEN in mem.store.get_unit("default", n.unit_key).raw)
+
+
+@pytest.fixture(scope="module")
+def rendered(embedder, tokenizer):
+    mem = make(embedder, tokenizer)
+    return mem, mem.render(agent_history())
+
+
+def test_an_identifier_from_an_early_output_is_brought_back(rendered):
+    mem, r = rendered
+    pos = token_unit(mem)
+    note = mem.store.notes("default")[pos]
+    assert TOKEN not in note.record, "the record alone does not carry it: only recovery can"
+    row = r.report["units"][pos]
+    assert row["resolution"] in ("raw", "excerpt")
+    assert f"auth_token = {TOKEN}" in r.memory_text
+    assert r.report["spent"]["raw"] + r.report["spent"]["excerpt"] > 0
+
+
+@pytest.mark.parametrize("budget", [1200, 2000])
+def test_a_tight_budget_brings_the_identifier_back_as_an_excerpt(budget, embedder, tokenizer):
+    mem = make(embedder, tokenizer, budget=budget)
+    r = mem.render(agent_history())
+    assert r.tokens <= int(budget * 0.95)
+    pos = token_unit(mem)
+    row = r.report["units"][pos]
+    assert row["why"] == "seed" and row["resolution"] == "excerpt"  # its raw text is too long here
+    assert f"auth_token = {TOKEN}" in r.memory_text
+    excerpt = r.memory_text.split("(excerpt)\n", 1)[1]
+    # The piece does not begin its block: it is labelled with its step and command.
+    assert "[step 3: cat config/nightly_export.ini]" in excerpt.split(TOKEN)[0]
+    assert mem.store.notes("default")[pos].record in r.memory_text  # the record heads the excerpt
+
+
+def test_the_report_says_why_each_unit_was_reached(rendered, embedder, tokenizer):
+    """Scores follow Eq. 2: g(j) = max over seeds i reaching j of lambda^[i != j] * cos(q, e_i)."""
+    mem, r = rendered
+    cfg = mem.config
+    history = [Message.from_dict(m) for m in agent_history()]
+    layout = split_layout(history, "agent")
+    newest = pack_units(layout.body, "agent", tokenizer, cfg.agent_unit_tokens)[-1].raw
+    q = normalize(embedder.embed([layout.task[0].text, newest]).sum(axis=0))
+    rows = r.report["units"]
+    notes = mem.store.notes("default")[: len(rows)]  # the old units (the newest are in the window)
+    cos = np.array([float(n.embedding @ q) for n in notes])
+    seeds = list(np.lexsort((np.arange(len(notes)), -cos))[: cfg.seeds])
+    pos = {n.unit_key: i for i, n in enumerate(notes)}
+    reach: dict[int, list[tuple[float, str]]] = {}
+    for s in seeds:
+        reach.setdefault(s, []).append((cos[s], "seed"))
+        linked = {pos[k] for k in notes[s].links if k in pos} | \
+            {i for i, n in enumerate(notes) if notes[s].unit_key in n.links}
+        for j in linked - {s}:
+            reach.setdefault(j, []).append((cfg.link_discount * cos[s], "link"))
+        for j in (s - 1, s + 1):
+            if 0 <= j < len(notes):
+                reach.setdefault(j, []).append((cfg.link_discount * cos[s], "time neighbour"))
+    rows = r.report["units"]
+    assert {row["position"] for row in rows if "why" in row} == set(reach)
+    for row in rows:
+        if "why" not in row:
+            continue
+        best = max(score for score, _ in reach[row["position"]])
+        assert row["score"] == pytest.approx(best, abs=1e-3)
+        assert row["why"] in {why for score, why in reach[row["position"]] if abs(score - best) < 1e-6}
+    assert r.report["allowance"] > 0 and r.report["memory_tokens"] <= r.report["allowance"]
+    assert all(len(n.links) == min(i, cfg.links_per_note) for i, n in enumerate(notes))
+
+
+RES_ORDER = {"raw": 3, "excerpt": 2, "record": 1, "merged": 1, "hidden": 0}
+
+
+@pytest.mark.parametrize("budget", [1600, 2200, 3000, 4500])
+def test_fit_or_degrade_never_favours_a_less_relevant_unit(budget, embedder, tokenizer):
+    mem = make(embedder, tokenizer, budget=budget)
+    r = mem.render(agent_history(n_lines=10) + agent_history(n_lines=22)[2:-2][:10] +
+                   agent_history()[-2:])
+    notes = mem.store.notes("default")
+    rows = [row for row in r.report["units"] if "why" in row]
+    ranked = sorted(rows, key=lambda row: (-row["score"], row["position"]))
+    for i, better in enumerate(ranked):
+        for worse in ranked[i + 1:]:
+            if worse["score"] == better["score"] or better["resolution"] == "hidden":
+                continue
+            if RES_ORDER[worse["resolution"]] > RES_ORDER[better["resolution"]] and worse["resolution"] == "raw":
+                # The less relevant unit only got raw because it is cheaper, not at the
+                # expense of the more relevant one (whose raw did not fit then).
+                a, b = notes[better["position"]], notes[worse["position"]]
+                assert a.raw_tokens + 12 > b.raw_tokens - b.record_tokens - 12, (better, worse)
+    assert r.tokens <= int(budget * 0.95)
+
+
+def test_the_most_relevant_unit_gets_raw_when_it_fits(rendered):
+    _, r = rendered
+    rows = [row for row in r.report["units"] if "why" in row]
+    best = max(rows, key=lambda row: (row["score"], -row["position"]))
+    assert best["resolution"] == "raw"
+
+
+def test_recovery_off_shows_the_timeline_only(embedder, tokenizer):
+    r = make(embedder, tokenizer, recovery=False).render(agent_history())
+    spent = r.report["spent"]
+    assert spent["raw"] == spent["excerpt"] == spent["pieces"] == 0 and spent["timeline"] > 0
+    assert {row["resolution"] for row in r.report["units"]} <= {"record", "merged", "hidden"}
+    assert "(raw)" not in r.memory_text and "(excerpt)" not in r.memory_text
+    assert TOKEN not in r.memory_text
+
+
+@pytest.mark.parametrize("budget", [1600, 2000])
+def test_excerpts_off_never_yields_an_excerpt(budget, embedder, tokenizer):
+    on = make(embedder, tokenizer, budget=budget).render(agent_history())
+    off = make(embedder, tokenizer, budget=budget, excerpts=False).render(agent_history())
+    assert "excerpt" in {row["resolution"] for row in on.report["units"]}, "the scenario needs excerpts"
+    assert "excerpt" not in {row["resolution"] for row in off.report["units"]}
+    assert off.report["spent"]["excerpt"] == 0 and "(excerpt)" not in off.memory_text
+
+
+def test_random_candidates_are_deterministic_per_query(embedder, tokenizer):
+    history = agent_history()
+    a = make(embedder, tokenizer, random_candidates=True).render(history)
+    b = make(embedder, tokenizer, random_candidates=True).render(history)
+    assert a.memory_text == b.memory_text and a.report == b.report
+    assert {row.get("why") for row in a.report["units"]} == {"random"}
+    c = make(embedder, tokenizer, random_candidates=True).render(history, query="something else entirely")
+    order = [row["position"] for row in a.report["units"] if row["resolution"] == "raw"]
+    other = [row["position"] for row in c.report["units"] if row["resolution"] == "raw"]
+    assert order != other or a.memory_text != c.memory_text
+
+
+# ---------------------------------------------------------------------------- readers
+
+NEEDLE = "My locker combination at the climbing gym is 31-07-22, do not tell anyone."
+TOPICS = ["a hiking trip in the Alps", "baking sourdough bread", "a new job at the library", "learning the cello",
+          "repainting the kitchen", "a cousin's wedding in Porto", "training for a half marathon",
+          "adopting a cat named Pixel", "a broken bicycle chain", "planting tomatoes on the balcony",
+          "a chess tournament", "moving to a flat near the river", "a power cut during a storm",
+          "a film festival", "fixing a leaking tap"]
+
+
+def conversation() -> list[dict]:
+    msgs = []
+    for s, topic in enumerate(TOPICS):
+        meta = {"session": str(s), "date": f"2024-{s % 12 + 1:02d}-{s + 3:02d}"}
+        for k in range(6):
+            text = (f"Let me tell you more about {topic}. Part {k}: it took a while and there were many "
+                    f"small details to sort out, but overall it went fine and I learned something.")
+            if s == 2 and k == 3:
+                text += " " + NEEDLE
+            msgs.append({"role": "user" if k % 2 == 0 else "assistant", "content": text,
+                         "metadata": {**meta, "speaker": "Maya" if k % 2 == 0 else "Assistant"}})
+    return msgs
+
+
+@pytest.fixture(scope="module")
+def reader(embedder, tokenizer):
+    mem = FlexAMem(FlexAMemConfig(budget=1500, mode="piece", history="reader"), tokenizer=tokenizer,
+                   embedder=embedder)
+    assert mem.ingest(conversation(), final=True) == len(TOPICS)
+    return mem
+
+
+def test_piece_mode_finds_a_needle_sentence(reader):
+    r = reader.render_question("What is my locker combination at the climbing gym?")
+    assert NEEDLE in r.memory_text
+    assert r.tokens <= int(1500 * 0.95)
+    assert r.report["pieces"] and r.report["spent"]["pieces"] > 0
+    needle_unit = reader.store.notes("default")[2].unit_key
+    assert r.report["pieces"][0]["unit"] == needle_unit
+    assert "Recovered pieces" in r.memory_text and "== [2024-03-05, session 2] ==" in r.memory_text
+    assert r.messages[-1].content == "What is my locker combination at the climbing gym?"
+
+
+def test_forget_removes_a_units_text_from_later_renders(embedder, tokenizer):
+    mem = FlexAMem(FlexAMemConfig(budget=1500, mode="piece", history="reader"), tokenizer=tokenizer,
+                   embedder=embedder)
+    mem.ingest(conversation(), final=True)
+    question = "What is my locker combination at the climbing gym?"
+    assert NEEDLE in mem.render_question(question).memory_text
+    key = mem.store.notes("default")[2].unit_key
+    assert mem.forget("default", key) == 1
+    after = mem.render_question(question)
+    assert "31-07-22" not in after.memory_text
+    assert key not in {row["unit"] for row in after.report["units"]}
+    # The other units, older and newer, are still there.
+    assert len(after.report["units"]) == len(TOPICS) - 1
+    assert "sourdough" in mem.render_question("How did the sourdough bread baking go?").memory_text
+    assert mem.forget("default", key) == 0
+
+
+def test_render_question_with_a_system_prompt(reader):
+    r = reader.render_question("Which cat did Maya adopt?", system_prompt="Answer briefly.")
+    assert r.messages[0] == Message(role="system", content="Answer briefly.")
+    assert "Pixel" in r.memory_text
