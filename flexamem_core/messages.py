@@ -78,8 +78,8 @@ class Message:
             object.__setattr__(self, "content", "")
         elif not isinstance(self.content, (str, tuple)):
             raise MessageError(f"content must be str or a list of parts, not {type(self.content).__name__}")
-        if not isinstance(self.tool_calls, tuple):
-            object.__setattr__(self, "tool_calls", tuple(ToolCall.from_any(c) for c in self.tool_calls))
+        if not (isinstance(self.tool_calls, tuple) and all(isinstance(c, ToolCall) for c in self.tool_calls)):
+            object.__setattr__(self, "tool_calls", tuple(ToolCall.from_any(c) for c in self.tool_calls or ()))
 
     @property
     def text(self) -> str:

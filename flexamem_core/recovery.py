@@ -116,7 +116,7 @@ def candidates(q_vec: np.ndarray, notes: Sequence[Note], index: NamespaceIndex,
     return [Candidate(p, sc, why) for p, (sc, why) in sorted(best.items(), key=lambda kv: (-kv[1][0], kv[0]))]
 
 
-def _omission_join(pieces: Sequence[Piece], total: int) -> str:
+def omission_join(pieces: Sequence[Piece], total: int) -> str:
     """Pieces in order, each out-of-context piece labelled, '...' where text was left out."""
     out: list[str] = []
     prev = -1
@@ -131,7 +131,7 @@ def _omission_join(pieces: Sequence[Piece], total: int) -> str:
 
 
 def _joined_estimate(pieces: Sequence[Piece], total: int, tokenizer: Tokenizer) -> int:
-    """Token estimate of :func:`_omission_join` from the pieces' stored counts."""
+    """Token estimate of :func:`omission_join` from the pieces' stored counts."""
     marks = sum(1 for a, b in zip([-1, *[p.index for p in pieces]], [p.index for p in pieces]) if b != a + 1)
     marks += 1 if pieces and pieces[-1].index != total - 1 else 0
     labels = sum(tokenizer.count(f"[{p.label}] ") for p in pieces if not p.starts_block)
@@ -233,7 +233,7 @@ def unit_recovery(notes: Sequence[Note], timeline: Timeline, cands: Sequence[Can
         # Estimated from stored piece counts (no re-tokenizing); the final shrink loop checks exactly.
         exc_cost = tokenizer.count(head) + 1 + _joined_estimate(kept, len(plist), tokenizer) + 1 - credit
         if exc_cost <= room:
-            exc_text = f"{head}\n{_omission_join(kept, len(plist))}"
+            exc_text = f"{head}\n{omission_join(kept, len(plist))}"
             elements.append(Element(cand.pos, rank, "excerpt", exc_text, exc_cost + credit, in_place))
             room -= exc_cost
     assembler = Assembler(timeline, tokenizer)
@@ -276,7 +276,7 @@ def piece_recovery(notes: Sequence[Note], timeline: Timeline, query_text: str, q
             plist = cache.setdefault(key, store.pieces(ns, key))
             ps = sorted((plist[index.doc_piece[d]] for d in by_unit[pos]), key=lambda p: p.index)
             out.append(f"== [{notes[pos].label}] ==")
-            out.append(_omission_join(ps, len(plist)))
+            out.append(omission_join(ps, len(plist)))
         return "\n".join(out)
 
     # Elements carry the doc number in ``text``; the tail renders them grouped by unit.

@@ -20,7 +20,7 @@ from flexamem_core import Message
 from flexamem_core.bm25 import BM25Index, content_words
 from flexamem_core.embeddings import normalize as unit_norm
 from flexamem_core.pieces import cut_pieces
-from flexamem_core.recovery import PIECES_HEADER, _omission_join
+from flexamem_core.recovery import PIECES_HEADER, omission_join, select_pieces
 from flexamem_core.schema import Piece, Unit
 from flexamem_core.units import unit_blocks
 
@@ -65,27 +65,20 @@ class _PieceStore:
                 self.vectors[d] = v
         return np.stack([self.vectors[d] for d in docs]) if docs else np.zeros((0, 1), dtype=np.float32)
 
-    def ranked_pieces(self, query: str, allowed_units: set[int]) -> list[int]:
-        """Docs with a positive BM25 score, best first; ties by cosine with the query, then position."""
+    def choose(self, query: str, allowed_units: set[int], room: int) -> list[int]:
+        """Docs with a positive BM25 score taken best first while they fit ``room`` (each piece
+        plus its joining newline); ties by cosine with the query, then position (the core's rule)."""
         scores = self.bm25.scores(content_words(query))
         hits = [d for d in np.flatnonzero(scores > 0).tolist() if self.unit_of_doc[d] in allowed_units]
-        hits.sort(key=lambda d: (-scores[d], d))
-        out: list[int] = []
-        q_vec: np.ndarray | None = None
-        i = 0
-        while i < len(hits):
-            j = i + 1
-            while j < len(hits) and scores[hits[j]] == scores[hits[i]]:
-                j += 1
-            run = hits[i:j]
-            if len(run) > 1 and i < 400:
-                if q_vec is None:
-                    q_vec = self.env.embedder.embed([query])[0]
-                cos = self.embed(run) @ q_vec
-                run = [d for _, d in sorted(zip((-cos).tolist(), run, strict=True), key=lambda x: (x[0], x[1]))]
-            out.extend(run)
-            i = j
-        return out
+        tokens = np.asarray([p.tokens + 1 for p in self.pieces], dtype=np.int64)
+        q_vec: list[np.ndarray] = []
+
+        def cosine(run: list[int]) -> np.ndarray:
+            if not q_vec:
+                q_vec.append(self.env.embedder.embed([query])[0])
+            return self.embed(run) @ q_vec[0]
+
+        return select_pieces(hits, scores, tokens, room, cosine)
 
     def render_pieces(self, docs: Sequence[int]) -> str:
         """Chosen pieces grouped by unit in time order, omitted text marked, as the core shows them."""
@@ -99,7 +92,7 @@ class _PieceStore:
             unit = self.units[pos]
             ps = sorted(by_unit[pos], key=lambda p: p.index)
             out.append(f"== [{unit_label(unit)}] ==")
-            out.append(_omission_join(ps, len(self.unit_docs[pos])))
+            out.append(omission_join(ps, len(self.unit_docs[pos])))
         return "\n".join(out)
 
 
@@ -157,22 +150,13 @@ class PieceRetrieval(_Retrieval):
 
     name = "piece-retrieval"
 
-    def _choose(self, query: str, allowed: set[int], room: int) -> list[int]:
-        chosen, used = [], 0
-        for d in self.store.ranked_pieces(query, allowed):
-            t = self.store.pieces[d].tokens + 1
-            if used + t <= room:
-                chosen.append(d)
-                used += t
-        return chosen
-
     def question_context(self, question: Question, budget: int) -> list[Message]:
         fixed = question_messages(question)
         limit = self.env.effective(budget)
         if self.env.count([*self.history, *fixed]) <= limit:
             return [*self.history, *fixed]
         room = room_for_memory(self.env, [], fixed, limit)
-        chosen = self._choose(question.text, set(range(len(self.store.units))), room)
+        chosen = self.store.choose(question.text, set(range(len(self.store.units))), room)
         return fit(self.env, [], fixed, chosen, lambda ds: self.store.render_pieces(ds), limit)
 
     def step_context(self, history: Sequence[Message], budget: int) -> list[Message]:
@@ -184,7 +168,7 @@ class PieceRetrieval(_Retrieval):
         room = room_for_memory(self.env, view.prefix, window, limit)
         allowed = {self.store.position[u.key] for u in view.old}
         query = "\n".join([view.prefix[-1].text if view.prefix else "", view.units[-1].raw if view.units else ""])
-        chosen = self._choose(query, allowed, room)
+        chosen = self.store.choose(query, allowed, room)
         return fit(self.env, view.prefix, window, chosen, lambda ds: self.store.render_pieces(ds), limit)
 
 
