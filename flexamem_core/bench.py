@@ -67,17 +67,22 @@ def _pct(values: list[float], q: float) -> float:
     return float(np.percentile(values, q)) if values else 0.0
 
 
-def measure(size: int, renders: int, budget: int, embedder: Embedder) -> list[dict[str, Any]]:
+def measure(size: int, renders: int, budget: int, embedder: Embedder, store_url: str = "memory://"
+            ) -> list[dict[str, Any]]:
     """Write a store of ``size`` units, then time renders in both modes as the run grows."""
+    from .stores.url import open_store
+
     tk = default_tokenizer()
     history = synthetic_history(size + renders // 4 + 2, seed=size)
     cut = 2 + size * 8  # messages in the first `size` units
     rows = []
     timed = TimedEmbedder(embedder)
-    mem = FlexAMem(FlexAMemConfig(budget=budget), tokenizer=tk, embedder=timed)
+    store = open_store(store_url)
+    namespace = f"bench-{size}-{random.Random().randrange(1 << 30)}"  # a fresh namespace in a shared store
+    mem = FlexAMem(FlexAMemConfig(budget=budget), store=store, tokenizer=tk, embedder=timed)
     t0 = time.perf_counter()
     with tqdm(total=size, desc=f"writing {size} units", unit="unit", leave=False) as bar:
-        written = mem.ingest(history[:cut], namespace="bench", progress=bar)
+        written = mem.ingest(history[:cut], namespace=namespace, progress=bar)
     write_s = time.perf_counter() - t0
     embed_s = timed.seconds
     t0 = time.perf_counter()
@@ -96,7 +101,7 @@ def measure(size: int, renders: int, budget: int, embedder: Embedder) -> list[di
             hist = history[: cut + 2 * (r + 1)]
             before = timed.seconds
             t0 = time.perf_counter()
-            piece_mem.render(hist, namespace="bench")
+            piece_mem.render(hist, namespace=namespace)
             total = time.perf_counter() - t0
             spent = timed.seconds - before
             embed_ms.append(1000 * spent)
@@ -107,6 +112,12 @@ def measure(size: int, renders: int, budget: int, embedder: Embedder) -> list[di
             rows.append({"units": size, "mode": mode, "metric": f"{name}_p95", "value": _pct(vals, 95)})
         rows.append({"units": size, "mode": mode, "metric": "render_p50_over_full_retokenize",
                      "value": statistics.median(render_ms) / max(rescan_ms, 1e-9)})
+    t0 = time.perf_counter()
+    reopened = FlexAMem(FlexAMemConfig(budget=budget), store=store, tokenizer=tk, embedder=timed)
+    reopened.render(history[: cut + 2 * renders], namespace=namespace)
+    rows.append({"units": size, "metric": "open_and_first_render_ms", "value": 1000 * (time.perf_counter() - t0)})
+    for row in rows:
+        row["store"] = store_url.split(":", 1)[0]
     return rows
 
 
@@ -136,6 +147,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--budget", type=int, default=8000)
     parser.add_argument("--embed-sample", type=int, default=40,
                         help="units written with the real model to measure its cost (0: skip)")
+    parser.add_argument("--store", default="memory://",
+                        help="store URL to measure on (memory://, sqlite:///bench.db, postgresql://...)")
     parser.add_argument("--out", help="also write the rows to this JSON file")
 
 
@@ -144,11 +157,11 @@ def run(args: argparse.Namespace) -> int:
     if args.embed_sample:
         rows.append(embedding_cost(args.embed_sample))
     for size in args.sizes:
-        rows.extend(measure(size, args.renders, args.budget, HashingEmbedder()))
-    print(f"{'units':>6} {'mode':>6}  {'metric':<40} {'value':>10}")
+        rows.extend(measure(size, args.renders, args.budget, HashingEmbedder(), args.store))
+    print(f"store {args.store}\n{'units':>6} {'mode':>6}  {'metric':<40} {'value':>10}")
     for r in rows:
         print(f"{r['units']:>6} {r.get('mode', ''):>6}  {r['metric']:<40} {r['value']:>10.3f}")
-        for extra in sorted(set(r) - {"units", "mode", "metric", "value"}):
+        for extra in sorted(set(r) - {"units", "mode", "metric", "value", "store"}):
             print(f"{r['units']:>6} {'':>6}  {extra:<40} {r[extra]:>10.3f}")
     if args.out:
         with open(args.out, "w") as fh:

@@ -50,7 +50,7 @@ from .schema import Note, Unit
 from .stores import InMemoryStore, check_namespace
 from .timeline import Timeline
 from .tokens import default_tokenizer
-from .units import PackedUnit, next_step, pack_units, to_unit, unit_key
+from .units import PackedUnit, next_step, pack_units, split_steps, to_unit, unit_key
 from .writers import RuleRecordWriter
 
 
@@ -293,8 +293,9 @@ class FlexAMem:
         # The newest unit alone over the budget: cut its largest outputs (marked), keep pairing.
         room_for_window = b_bar - fixed_tokens - (count_messages(pinned, tk) - 3 if pinned else 0)
         n_cut = 0
+        n_dropped = 0
         if window_msgs and count_messages(window_msgs, tk) - 3 > room_for_window:
-            window_msgs, n_cut = fit_messages(window_msgs, room_for_window, tk)
+            window_msgs, n_cut, n_dropped = self._fit_window(window_msgs, room_for_window)
         head = fixed
         tail_msgs = [*pinned, *window_msgs, *layout.current]
         base = count_messages(head + tail_msgs, tk, extra_tokens)
@@ -318,7 +319,7 @@ class FlexAMem:
             "effective_budget": b_bar, "total_tokens": tokens, "prompt_tokens": fixed_tokens,
             "window_tokens": base - fixed_tokens + 3 if tail_msgs else 0,
             "window_units": len(window_units), "newest_unit_cut_messages": n_cut,
-            "pairing_repairs": n_repairs,
+            "pairing_repairs": n_repairs, "newest_unit_dropped_steps": n_dropped,
             "allowance": allowance, "reference_allowance": ref_allowance,
             "memory_tokens": mem.tokens if mem else 0,
             "spent": mem.spent if mem else {"timeline": 0, "raw": 0, "excerpt": 0, "pieces": 0},
@@ -326,6 +327,19 @@ class FlexAMem:
             "llm_calls": mem.llm_calls if mem else 0,
         }
         return Rendered(messages, mem.text if mem and mem.tokens <= allowance else None, tokens, report)
+
+    def _fit_window(self, window: list[Message], room: int) -> tuple[list[Message], int, int]:
+        """The newest unit alone over the budget: cut its largest outputs (marked); if that is
+        not enough, leave out its oldest whole steps (never the newest) for this call."""
+        steps = split_steps(window)
+        dropped = 0
+        while True:
+            msgs = [m for s in steps for m in s]
+            fitted, n_cut = fit_messages(msgs, room, self.tokenizer)
+            if count_messages(fitted, self.tokenizer) - 3 <= room or len(steps) == 1:
+                return fitted, n_cut, dropped
+            steps = steps[1:]
+            dropped += 1
 
     def _pinned_turn(self, layout: Layout, old: Sequence[Unit], window: Sequence[Message]) -> list[Message]:
         """Agents: the newest user turn stays visible even when its unit left the window."""

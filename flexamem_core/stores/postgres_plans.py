@@ -21,39 +21,12 @@ from ..schema import MergedRecord, Note, Piece, Unit
 from . import codec
 from .forgetting import merged_covering
 from .names import check_namespace
+from .sql_schema import SCHEMA_VERSION, migrations
 
-SCHEMA_VERSION = 1
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 _LOCK = "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))"
 
-#: Migrations by target version; ``{s}`` is the (quoted) schema. All run in one transaction.
-MIGRATIONS: dict[int, list[str]] = {
-    1: [
-        """CREATE TABLE {s}.units (
-            seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-            namespace TEXT NOT NULL, key TEXT NOT NULL, parent TEXT, data TEXT NOT NULL,
-            UNIQUE (namespace, key))""",
-        """CREATE TABLE {s}.notes (
-            namespace TEXT NOT NULL, key TEXT NOT NULL, seq BIGINT NOT NULL,
-            data TEXT NOT NULL, embedding BYTEA NOT NULL, PRIMARY KEY (namespace, key))""",
-        "CREATE INDEX notes_by_seq ON {s}.notes (namespace, seq)",
-        """CREATE TABLE {s}.links (
-            namespace TEXT NOT NULL, src TEXT NOT NULL, pos INTEGER NOT NULL, dst TEXT NOT NULL,
-            PRIMARY KEY (namespace, src, pos))""",
-        "CREATE INDEX links_by_dst ON {s}.links (namespace, dst)",
-        """CREATE TABLE {s}.pieces (
-            namespace TEXT NOT NULL, unit_key TEXT NOT NULL, idx INTEGER NOT NULL,
-            seq BIGINT NOT NULL, data TEXT NOT NULL, PRIMARY KEY (namespace, unit_key, idx))""",
-        "CREATE INDEX pieces_by_seq ON {s}.pieces (namespace, seq, idx)",
-        """CREATE TABLE {s}.merged (
-            namespace TEXT NOT NULL, key TEXT NOT NULL, data TEXT NOT NULL,
-            PRIMARY KEY (namespace, key))""",
-        """CREATE TABLE {s}.merged_covers (
-            namespace TEXT NOT NULL, merged_key TEXT NOT NULL, covered TEXT NOT NULL,
-            PRIMARY KEY (namespace, merged_key, covered))""",
-        "CREATE INDEX merged_covers_by_covered ON {s}.merged_covers (namespace, covered)",
-    ],
-}
+MIGRATIONS = migrations("postgres")
 
 T = TypeVar("T")
 

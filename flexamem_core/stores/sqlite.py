@@ -21,37 +21,9 @@ from ..schema import MergedRecord, Note, Piece, Unit
 from . import codec
 from .forgetting import merged_covering
 from .names import check_namespace
+from .sql_schema import SCHEMA_VERSION, migrations
 
-SCHEMA_VERSION = 1
-
-#: Migrations by target version; each list runs in one transaction.
-MIGRATIONS: dict[int, list[str]] = {
-    1: [
-        """CREATE TABLE units (
-            seq INTEGER PRIMARY KEY AUTOINCREMENT,
-            namespace TEXT NOT NULL, key TEXT NOT NULL, parent TEXT, data TEXT NOT NULL,
-            UNIQUE (namespace, key))""",
-        """CREATE TABLE notes (
-            namespace TEXT NOT NULL, key TEXT NOT NULL, seq INTEGER NOT NULL,
-            data TEXT NOT NULL, embedding BLOB NOT NULL, PRIMARY KEY (namespace, key))""",
-        "CREATE INDEX notes_by_seq ON notes (namespace, seq)",
-        """CREATE TABLE links (
-            namespace TEXT NOT NULL, src TEXT NOT NULL, pos INTEGER NOT NULL, dst TEXT NOT NULL,
-            PRIMARY KEY (namespace, src, pos))""",
-        "CREATE INDEX links_by_dst ON links (namespace, dst)",
-        """CREATE TABLE pieces (
-            namespace TEXT NOT NULL, unit_key TEXT NOT NULL, idx INTEGER NOT NULL,
-            seq INTEGER NOT NULL, data TEXT NOT NULL, PRIMARY KEY (namespace, unit_key, idx))""",
-        "CREATE INDEX pieces_by_seq ON pieces (namespace, seq, idx)",
-        """CREATE TABLE merged (
-            namespace TEXT NOT NULL, key TEXT NOT NULL, data TEXT NOT NULL,
-            PRIMARY KEY (namespace, key))""",
-        """CREATE TABLE merged_covers (
-            namespace TEXT NOT NULL, merged_key TEXT NOT NULL, covered TEXT NOT NULL,
-            PRIMARY KEY (namespace, merged_key, covered))""",
-        "CREATE INDEX merged_covers_by_covered ON merged_covers (namespace, covered)",
-    ],
-}
+MIGRATIONS = migrations("sqlite")
 
 
 class SchemaVersionError(RuntimeError):

@@ -1,0 +1,46 @@
+"""The relational schema shared by the SQLite and PostgreSQL stores: one definition, two dialects."""
+
+from __future__ import annotations
+
+from string import Template
+
+SCHEMA_VERSION = 1
+
+_V1 = [
+    """CREATE TABLE ${p}units (
+        seq $seq_pk,
+        namespace TEXT NOT NULL, key TEXT NOT NULL, parent TEXT, data TEXT NOT NULL,
+        UNIQUE (namespace, key))""",
+    """CREATE TABLE ${p}notes (
+        namespace TEXT NOT NULL, key TEXT NOT NULL, seq $int NOT NULL,
+        data TEXT NOT NULL, embedding $blob NOT NULL, PRIMARY KEY (namespace, key))""",
+    "CREATE INDEX notes_by_seq ON ${p}notes (namespace, seq)",
+    """CREATE TABLE ${p}links (
+        namespace TEXT NOT NULL, src TEXT NOT NULL, pos INTEGER NOT NULL, dst TEXT NOT NULL,
+        PRIMARY KEY (namespace, src, pos))""",
+    "CREATE INDEX links_by_dst ON ${p}links (namespace, dst)",
+    """CREATE TABLE ${p}pieces (
+        namespace TEXT NOT NULL, unit_key TEXT NOT NULL, idx INTEGER NOT NULL,
+        seq $int NOT NULL, data TEXT NOT NULL, PRIMARY KEY (namespace, unit_key, idx))""",
+    "CREATE INDEX pieces_by_seq ON ${p}pieces (namespace, seq, idx)",
+    """CREATE TABLE ${p}merged (
+        namespace TEXT NOT NULL, key TEXT NOT NULL, data TEXT NOT NULL,
+        PRIMARY KEY (namespace, key))""",
+    """CREATE TABLE ${p}merged_covers (
+        namespace TEXT NOT NULL, merged_key TEXT NOT NULL, covered TEXT NOT NULL,
+        PRIMARY KEY (namespace, merged_key, covered))""",
+    "CREATE INDEX merged_covers_by_covered ON ${p}merged_covers (namespace, covered)",
+]
+
+_DIALECTS = {
+    "sqlite": {"p": "", "seq_pk": "INTEGER PRIMARY KEY AUTOINCREMENT", "int": "INTEGER", "blob": "BLOB"},
+    # PostgreSQL statements keep a {s} placeholder that the store fills with its quoted schema.
+    "postgres": {"p": "{s}.", "seq_pk": "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY",
+                 "int": "BIGINT", "blob": "BYTEA"},
+}
+
+
+def migrations(dialect: str) -> dict[int, list[str]]:
+    """Migrations by target version for ``sqlite`` or ``postgres``; each list is one transaction."""
+    words = _DIALECTS[dialect]
+    return {1: [Template(statement).substitute(words) for statement in _V1]}
