@@ -92,10 +92,7 @@ class AMem(_Ours):
         chosen = self._choose(notes, order, room_for_memory(self.env, [], fixed, limit))
         return fit(self.env, [], fixed, chosen, self._renderer("reader", notes), limit)
 
-    def step_context(self, history: Sequence[Message], budget: int) -> list[Message]:
-        limit = self.env.effective(budget)
-        if self.env.count(history) <= limit:
-            return list(history)
+    def fit_step(self, history: Sequence[Message], budget: int, limit: int) -> list[Message]:
         mem = self.memory("agent")
         self._ingest(mem, history, final=False)
         view = agent_view(self.env, history, budget, self.shared.setdefault("amem_pack", {}))

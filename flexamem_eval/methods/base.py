@@ -120,9 +120,18 @@ class Method(ABC):
         """The context a reader model gets for a question: memory, then the question."""
 
     # ------------------------------------------------------------------ agent setting
-    @abstractmethod
     def step_context(self, history: Sequence[Message], budget: int) -> list[Message]:
-        """The context sent before the next action, given the history so far."""
+        """The context sent before the next action, given the history so far; below the
+        effective budget every method passes the history through unchanged."""
+        limit = self.env.effective(budget)
+        if self.env.count(history) <= limit:
+            return list(history)
+        return self.fit_step(history, budget, limit)
+
+    def fit_step(self, history: Sequence[Message], budget: int, limit: int) -> list[Message]:
+        """The context of a step whose history exceeds ``limit`` (methods that do not
+        override :meth:`step_context` implement this)."""
+        raise NotImplementedError(f"{type(self).__name__} renders no agent steps")
 
     # ---------------------------------------------------------------------- helpers
     def reader_units(self) -> list[PackedUnit]:

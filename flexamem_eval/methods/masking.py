@@ -93,10 +93,7 @@ class Masking(Method):
                 kept.insert(0, f"Log of earlier history:\n{log}")
         return [memory_message("\n\n".join(kept)), *fixed] if kept else fixed
 
-    def step_context(self, history: Sequence[Message], budget: int) -> list[Message]:
-        limit = self.env.effective(budget)
-        if self.env.count(history) <= limit:
-            return list(history)
+    def fit_step(self, history: Sequence[Message], budget: int, limit: int) -> list[Message]:
         prefix, rest = split_prefix(history)
         steps = split_steps(rest)
         for keep in range(min(RECENT_STEPS, len(steps)), -1, -1):

@@ -158,10 +158,7 @@ class PaMER(Method):
         return [state.summaries[i] for i in order.tolist()]
 
     # ---------------------------------------------------------------- agents
-    def step_context(self, history: Sequence[Message], budget: int) -> list[Message]:
-        limit = self.env.effective(budget)
-        if self.env.count(history) <= limit:
-            return list(history)
+    def fit_step(self, history: Sequence[Message], budget: int, limit: int) -> list[Message]:
         prefix, rest = split_prefix(history)
         blocks = split_steps(rest)
         state = self.states.setdefault(budget, _State())

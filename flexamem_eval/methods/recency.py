@@ -46,10 +46,7 @@ class Truncation(Method):
             used += cost
         return [memory_message("\n\n".join(kept)), *fixed] if kept else fixed
 
-    def step_context(self, history: Sequence[Message], budget: int) -> list[Message]:
-        limit = self.env.effective(budget)
-        if self.env.count(history) <= limit:
-            return list(history)
+    def fit_step(self, history: Sequence[Message], budget: int, limit: int) -> list[Message]:
         prefix, rest = split_prefix(history)
         units = self.agent_units(rest)
         kept: list[Message] = []

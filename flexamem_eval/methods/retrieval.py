@@ -159,10 +159,7 @@ class PieceRetrieval(_Retrieval):
         chosen = self.store.choose(question.text, set(range(len(self.store.units))), room)
         return fit(self.env, [], fixed, chosen, lambda ds: self.store.render_pieces(ds), limit)
 
-    def step_context(self, history: Sequence[Message], budget: int) -> list[Message]:
-        limit = self.env.effective(budget)
-        if self.env.count(history) <= limit:
-            return list(history)
+    def fit_step(self, history: Sequence[Message], budget: int, limit: int) -> list[Message]:
         view = self._agent_store(history, budget)
         window = view.window
         room = room_for_memory(self.env, view.prefix, window, limit)
@@ -212,10 +209,7 @@ class UnitRetrieval(_Retrieval):
         chosen = self._take(ranked, room_for_memory(self.env, [], fixed, limit))
         return fit(self.env, [], fixed, chosen, self._render, limit)
 
-    def step_context(self, history: Sequence[Message], budget: int) -> list[Message]:
-        limit = self.env.effective(budget)
-        if self.env.count(history) <= limit:
-            return list(history)
+    def fit_step(self, history: Sequence[Message], budget: int, limit: int) -> list[Message]:
         view = self._agent_store(history, budget)
         window = view.window
         allowed = {self.store.position[u.key] for u in view.old}
