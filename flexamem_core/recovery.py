@@ -29,6 +29,8 @@ MEMORY_OPEN = "<memory>"
 MEMORY_CLOSE = "</memory>"
 MEMORY_INTRO = ("Earlier history, oldest first: one record per unit; entries marked raw, excerpt "
                 "or piece are verbatim text of that history.")
+#: At most this many pieces of one run of equal BM25 scores are ordered by cosine.
+TIE_CAP = 256
 PIECES_HEADER = "Recovered pieces (verbatim, grouped by unit in time order; ... marks omitted text):"
 
 
@@ -322,8 +324,11 @@ def select_pieces(hits: Sequence[int] | np.ndarray, scores: np.ndarray, tokens: 
             j += 1
         run = order[i:j]
         if len(run) > 1 and sum(int(tokens[d]) for d in run) > room:
-            cos = cosine(run)
-            run = [d for _, d in sorted(zip((-cos).tolist(), run))]
+            # Order the earliest TIE_CAP tied pieces by cosine (the rest stay in time order), so a
+            # huge tie in a repetitive history cannot make one render embed thousands of pieces.
+            head, rest = run[:TIE_CAP], run[TIE_CAP:]
+            cos = cosine(head)
+            run = [d for _, d in sorted(zip((-cos).tolist(), head))] + rest
         for d in run:
             if int(tokens[d]) <= room:
                 chosen.append(d)
