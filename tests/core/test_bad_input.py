@@ -12,27 +12,9 @@ from flexamem_core import BudgetError, FlexAMem, FlexAMemConfig, Message, Messag
 from flexamem_core.render import count_messages
 from flexamem_core.stores.names import NamespaceError
 
+from .checks import structure_problem
+
 TRUNCATED = "omitted by FlexA-Mem to fit the budget"
-
-
-def structure_ok(messages: list[Message]) -> bool:
-    systems = [i for i, m in enumerate(messages) if m.role == "system"]
-    if systems not in ([], [0]):
-        return False
-    open_ids: set[str] = set()
-    for m in messages:
-        if m.role == "tool":
-            if m.tool_call_id not in open_ids:
-                return False
-            open_ids.discard(m.tool_call_id)
-        else:
-            if open_ids:
-                return False
-            if m.role == "assistant":
-                open_ids = {c.id for c in m.tool_calls}
-                if None in open_ids:
-                    return False
-    return not open_ids
 
 
 def steps(n: int, start: int = 0, size: int = 40) -> list[dict]:
@@ -83,7 +65,7 @@ def test_one_message_far_larger_than_the_budget(mem, tokenizer):
     r = m.render(history)
     assert history == before
     assert r.tokens == count_messages(r.messages, tokenizer) <= int(3000 * 0.95)
-    assert structure_ok(r.messages)
+    assert structure_problem(r.messages) is None
     cut = [x for x in r.messages if x.metadata.get("flexamem_truncated")]
     assert [x.tool_call_id for x in cut] == ["c1"] and TRUNCATED in cut[0].text
     assert cut[0].text.startswith("row 0:") and cut[0].text.rstrip().endswith("value")
@@ -124,7 +106,7 @@ def test_malformed_tool_calls_are_repaired_in_the_copy_only(mem):
     history = [{"role": "user", "content": "TASK: find x"}, *steps(10), *malformed]
     m = mem(budget=1200)
     r = m.render(history)
-    assert not r.passthrough and structure_ok(r.messages)
+    assert not r.passthrough and structure_problem(r.messages) is None
     assert r.report["pairing_repairs"] >= 2
     texts = "\n".join(x.text for x in r.messages)
     assert "found x" in texts and "[tool result without a matching call] stray result" in texts
@@ -159,12 +141,12 @@ def test_a_million_space_tool_output(mem, tokenizer):
     m = mem(budget=4000)
     r = m.render(history)
     assert r.tokens == count_messages(r.messages, tokenizer) <= 3800
-    assert structure_ok(r.messages)
+    assert structure_problem(r.messages) is None
     stored = {x.id: x for x in stored_messages(m)}
     assert stored["spaces"].content == " " * 1_000_000 + "END"
     # The newest step may be the huge one as well.
     r = m.render(history[:3])
-    assert r.tokens <= 3800 and structure_ok(r.messages)
+    assert r.tokens <= 3800 and structure_problem(r.messages) is None
 
 
 @pytest.mark.parametrize(("settings", "field"), [

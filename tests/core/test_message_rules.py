@@ -19,6 +19,8 @@ from flexamem_core.render import (
     split_layout,
 )
 
+from .checks import pairing_problem
+
 PROPS = settings(deadline=None, max_examples=200, suppress_health_check=list(HealthCheck))
 
 S = Message(role="system", content="be brief")
@@ -122,24 +124,6 @@ def test_truncation_mark_says_how_much_was_left_out():
 
 # ---------------------------------------------------------------------------- pairing
 
-def pairs_up(messages: list[Message]) -> bool:
-    open_ids: list[str] = []
-    for m in messages:
-        if m.role == "tool":
-            if m.tool_call_id not in open_ids:
-                return False
-            open_ids.remove(m.tool_call_id)
-        else:
-            if open_ids:
-                return False
-            if m.role == "assistant" and m.tool_calls:
-                ids = [c.id for c in m.tool_calls]
-                if any(i is None for i in ids) or len(set(ids)) != len(ids):
-                    return False
-                open_ids = list(ids)
-    return not open_ids
-
-
 ids = st.sampled_from([None, "a", "b", "c"])
 messy_message = st.one_of(
     st.builds(lambda t: Message(role="user", content=t), st.sampled_from(["hi", "obs", ""])),
@@ -156,7 +140,7 @@ messy_message = st.one_of(
 def test_repair_pairing_always_pairs_and_loses_no_text(messages):
     before = list(messages)
     out, fixes = repair_pairing(messages)
-    assert pairs_up(out)
+    assert pairing_problem(out) is None
     assert messages == before
     # Every original message still says what it said (tool results may become marked user messages).
     texts = [m.text for m in out]
@@ -165,7 +149,7 @@ def test_repair_pairing_always_pairs_and_loses_no_text(messages):
     placeholders = sum(1 for m in out if m.text == NO_RESULT)
     orphans = sum(1 for m in out if m.metadata.get("flexamem") == "orphan-result")
     assert placeholders + orphans <= fixes
-    if pairs_up(messages):
+    if pairing_problem(messages) is None:
         assert out == messages and fixes == 0
 
 
@@ -187,7 +171,7 @@ def test_an_orphan_between_results_is_moved_after_the_group():
     call = Message(role="assistant", tool_calls=(ToolCall("f", "{}", "a"), ToolCall("g", "{}", "b")))
     out, fixes = repair_pairing([call, Message(role="tool", content="stray", tool_call_id="zzz"),
                                  Message(role="tool", content="ra", tool_call_id="a")])
-    assert pairs_up(out) and fixes == 2
+    assert pairing_problem(out) is None and fixes == 2
     assert [(m.role, m.text) for m in out] == [
         ("assistant", ""), ("tool", "ra"), ("tool", NO_RESULT),
         ("user", "[tool result without a matching call] stray")]

@@ -11,29 +11,12 @@ from hypothesis import strategies as st
 from flexamem_core import BudgetError, FlexAMem, FlexAMemConfig, Message
 from flexamem_core.render import count_messages
 
+from .checks import structure_problem
 from .strategies import agent_history, conversation
 
 # Example counts come from the hypothesis profile (tests/conftest.py): thousands in CI.
 PROPS = settings(deadline=None, suppress_health_check=list(HealthCheck))
 FEW = PROPS
-
-
-def check_structure(messages: list[Message]) -> None:
-    """Exactly one system message (first, if any); every tool call paired with its results."""
-    systems = [i for i, m in enumerate(messages) if m.role == "system"]
-    assert systems in ([], [0])
-    open_ids: set[str] = set()
-    for m in messages:
-        if m.role == "tool":
-            assert m.tool_call_id in open_ids, f"orphan tool result {m.tool_call_id}"
-            open_ids.discard(m.tool_call_id)
-        else:
-            assert not open_ids, f"tool calls without results: {open_ids}"
-            if m.role == "assistant":
-                ids = [c.id for c in m.tool_calls]
-                assert all(ids) and len(set(ids)) == len(ids)
-                open_ids = set(ids)
-    assert not open_ids
 
 
 @PROPS
@@ -52,7 +35,7 @@ def test_agent_render_fits_budget_and_keeps_structure(history, budget, mode, tok
     assert history == before, "the caller's messages were mutated"
     assert r.tokens == count_messages(r.messages, tokenizer)
     assert r.tokens <= int(budget * 0.95)
-    check_structure(r.messages)
+    assert structure_problem(r.messages) is None, structure_problem(r.messages)
     if not r.passthrough:
         assert r.messages[0].role == ("system" if history[0]["role"] == "system" else "user")
         task = next(m for m in history if m["role"] == "user")
@@ -73,7 +56,7 @@ def test_reader_render_fits_budget(history, budget, mode, tokenizer, hashing_emb
         assert count_messages(current, tokenizer) > budget * 0.95 - 60
         return
     assert r.tokens <= int(budget * 0.95)
-    check_structure(r.messages)
+    assert structure_problem(r.messages) is None, structure_problem(r.messages)
     assert r.messages[-1].content == history[-1]["content"], "the current turn was dropped"
 
 
