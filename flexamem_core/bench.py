@@ -1,8 +1,11 @@
-"""``flexamem bench``: render latency and write cost at 100, 1,000 and 10,000 units.
+"""``flexamem bench``: render latency and write cost at 100, 1,000 and 10,000 units (100,000 with ``--sizes``).
 
-Everything is measured in one run and reported next to a baseline from the same run:
+Everything is measured in one run and reported next to baselines from the same run:
 re-tokenizing the whole history once, which is what a memory that rescans the history
-on every call would pay at least. Query embedding is timed separately from rendering.
+on every call would pay at least, and one rank-bm25 query over the same pieces. Query
+embedding is timed separately from rendering; each mode is timed with the paper's render
+on every call and with the default cache-stable request, with the garbage-collection
+pauses that fell inside the renders and the most texts one render embedded.
 Building 10,000 units with the neural embedder would take most of an hour on 2 cores,
 so the large stores are written with the model-free hashing embedder and the real
 model's cost per unit is measured on a sample and reported on its own line.
@@ -11,9 +14,9 @@ model's cost per unit is measured on a sample and reported on its own line.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import random
-import statistics
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -30,20 +33,44 @@ from .tokens import default_tokenizer
 
 
 class TimedEmbedder:
-    """Delegates to an embedder and keeps the time spent in it (to time renders without it)."""
+    """Delegates to an embedder; keeps the time spent in it and the texts of each call
+    (to time renders without it, and to check a render embeds only its query)."""
 
     def __init__(self, inner: Embedder) -> None:
         self.inner = inner
         self.name = inner.name
         self.dim = inner.dim
         self.seconds = 0.0
+        self.calls: list[int] = []
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         t0 = time.perf_counter()
+        self.calls.append(len(texts))
         try:
             return self.inner.embed(texts)
         finally:
             self.seconds += time.perf_counter() - t0
+
+
+class GCPauses:
+    """Durations of the garbage collections that run while it is active (``gc.callbacks``)."""
+
+    def __init__(self) -> None:
+        self.pauses: list[tuple[int, float]] = []
+        self._start = 0.0
+
+    def _callback(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._start = time.perf_counter()
+        else:
+            self.pauses.append((int(info.get("generation", 0)), 1000 * (time.perf_counter() - self._start)))
+
+    def __enter__(self) -> GCPauses:
+        gc.callbacks.append(self._callback)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        gc.callbacks.remove(self._callback)
 
 
 def synthetic_history(units: int, seed: int = 0) -> list[Message]:
@@ -67,15 +94,59 @@ def _pct(values: list[float], q: float) -> float:
     return float(np.percentile(values, q)) if values else 0.0
 
 
+def _rank_bm25_ms(mem: FlexAMem, namespace: str, query: str) -> float | None:
+    """One rank-bm25 query over the same pieces (the library a user would reach for), or None
+    when rank-bm25 (a test dependency) is not installed."""
+    try:
+        from rank_bm25 import BM25Okapi
+    except ImportError:
+        return None
+    from .bm25 import terms
+
+    corpus = [terms(p.text) or ["_"] for p in mem.store.iter_pieces(namespace)]
+    bm25 = BM25Okapi(corpus, k1=mem.config.bm25_k1, b=mem.config.bm25_b)
+    t0 = time.perf_counter()
+    bm25.get_scores(terms(query))
+    return 1000 * (time.perf_counter() - t0)
+
+
+def _time_renders(mem: FlexAMem, history: list[Message], cut: int, renders: int, namespace: str,
+                  timed: TimedEmbedder) -> dict[str, Any]:
+    """Render the growing history ``renders`` times (one new step a call), timing the render
+    apart from the query embedding and from writing the units the new step completes,
+    counting the texts each render embeds and the garbage-collection pauses."""
+    render_ms, embed_ms, texts, steps = [], [], [], []
+    with GCPauses() as gcp:
+        for r in range(renders):
+            hist = history[: cut + 2 * (r + 1)]
+            mem.ingest(hist, namespace=namespace)  # a unit completed by this step: written, not rendered
+            before, n_calls = timed.seconds, len(timed.calls)
+            t0 = time.perf_counter()
+            out = mem.render(hist, namespace=namespace)
+            total = time.perf_counter() - t0
+            spent = timed.seconds - before
+            embed_ms.append(1000 * spent)
+            render_ms.append(1000 * (total - spent))
+            texts.append(sum(timed.calls[n_calls:]))
+            steps.append(out.report.get("cache", {}).get("step", "render"))
+    render_ms = render_ms[1:] or render_ms  # the first call builds the namespace state
+    gc_max = max((ms for _, ms in gcp.pauses), default=0.0)
+    return {"render_ms_p50": _pct(render_ms, 50), "render_ms_p95": _pct(render_ms, 95),
+            "query_embed_ms_p50": _pct(embed_ms, 50), "max_texts_embedded_per_render": max(texts, default=0),
+            "gc_max_pause_ms": gc_max, "gc_full_collections": sum(1 for g, _ in gcp.pauses if g == 2),
+            "appended_share": steps.count("append") / max(1, len(steps))}
+
+
 def measure(size: int, renders: int, budget: int, embedder: Embedder, store_url: str = "memory://"
             ) -> list[dict[str, Any]]:
-    """Write a store of ``size`` units, then time renders in both modes as the run grows."""
+    """Write a store of ``size`` units, then time renders in both modes as the run grows:
+    the paper's render on every call, and the default cache-stable request."""
     from .stores.url import open_store
 
     tk = default_tokenizer()
     history = synthetic_history(size + renders // 4 + 2, seed=size)
     cut = 2 + size * 8  # messages in the first `size` units
-    rows = []
+    rows: list[dict[str, Any]] = []
     timed = TimedEmbedder(embedder)
     store = open_store(store_url)
     namespace = f"bench-{size}-{random.Random().randrange(1 << 30)}"  # a fresh namespace in a shared store
@@ -90,32 +161,29 @@ def measure(size: int, renders: int, budget: int, embedder: Embedder, store_url:
         tk._cache.pop(m.text, None) if hasattr(tk, "_cache") else None
         tk.count(m.text)
     rescan_ms = 1000 * (time.perf_counter() - t0)
-    rows.append({"units": size, "metric": "write_ms_per_unit_without_embedding",
+    units = len(mem.store.notes(namespace))
+    rows.append({"units": units, "metric": "write_ms_per_unit_without_embedding",
                  "value": 1000 * (write_s - embed_s) / max(1, written)})
-    rows.append({"units": size, "metric": "baseline_full_retokenize_ms", "value": rescan_ms})
+    rows.append({"units": units, "metric": "baseline_full_retokenize_ms", "value": rescan_ms})
+    bm25_ms = _rank_bm25_ms(mem, namespace, history[cut].text + history[cut + 1].text) if units <= 20_000 else None
+    if bm25_ms is not None:
+        rows.append({"units": units, "metric": "baseline_rank_bm25_query_ms", "value": bm25_ms})
     for mode in ("unit", "piece"):
-        piece_mem = mem if mode == "unit" else FlexAMem(FlexAMemConfig(budget=budget, mode="piece"), store=mem.store,
-                                                        tokenizer=tk, embedder=timed)
-        render_ms, embed_ms = [], []
-        for r in range(renders):
-            hist = history[: cut + 2 * (r + 1)]
-            before = timed.seconds
-            t0 = time.perf_counter()
-            piece_mem.render(hist, namespace=namespace)
-            total = time.perf_counter() - t0
-            spent = timed.seconds - before
-            embed_ms.append(1000 * spent)
-            render_ms.append(1000 * (total - spent))
-        render_ms = render_ms[1:] or render_ms  # the first call builds the namespace index
-        for name, vals in (("render_ms", render_ms), ("query_embed_ms", embed_ms)):
-            rows.append({"units": size, "mode": mode, "metric": f"{name}_p50", "value": _pct(vals, 50)})
-            rows.append({"units": size, "mode": mode, "metric": f"{name}_p95", "value": _pct(vals, 95)})
-        rows.append({"units": size, "mode": mode, "metric": "render_p50_over_full_retokenize",
-                     "value": statistics.median(render_ms) / max(rescan_ms, 1e-9)})
+        for stable in (False, True):
+            cfg = FlexAMemConfig(budget=budget, mode=mode, cache_stable=stable)
+            m = FlexAMem(cfg, store=mem.store, tokenizer=tk, embedder=timed)
+            m.render(history[:cut], namespace=namespace)  # builds the namespace state (timed below)
+            got = _time_renders(m, history, cut, renders, namespace, timed)
+            setting = "stable" if stable else "per-call"
+            for metric, value in got.items():
+                rows.append({"units": units, "mode": f"{mode}/{setting}", "metric": metric, "value": value})
+            rows.append({"units": units, "mode": f"{mode}/{setting}", "metric": "render_p50_over_full_retokenize",
+                         "value": got["render_ms_p50"] / max(rescan_ms, 1e-9)})
     t0 = time.perf_counter()
-    reopened = FlexAMem(FlexAMemConfig(budget=budget), store=store, tokenizer=tk, embedder=timed)
+    reopened = FlexAMem(FlexAMemConfig(budget=budget), store=open_store(store_url) if store_url != "memory://"
+                        else store, tokenizer=tk, embedder=timed)
     reopened.render(history[: cut + 2 * renders], namespace=namespace)
-    rows.append({"units": size, "metric": "open_and_first_render_ms", "value": 1000 * (time.perf_counter() - t0)})
+    rows.append({"units": units, "metric": "open_and_first_render_ms", "value": 1000 * (time.perf_counter() - t0)})
     for row in rows:
         row["store"] = store_url.split(":", 1)[0]
     return rows
@@ -158,11 +226,11 @@ def run(args: argparse.Namespace) -> int:
         rows.append(embedding_cost(args.embed_sample))
     for size in args.sizes:
         rows.extend(measure(size, args.renders, args.budget, HashingEmbedder(), args.store))
-    print(f"store {args.store}\n{'units':>6} {'mode':>6}  {'metric':<40} {'value':>10}")
+    print(f"store {args.store}\n{'units':>7} {'mode':>15}  {'metric':<40} {'value':>10}")
     for r in rows:
-        print(f"{r['units']:>6} {r.get('mode', ''):>6}  {r['metric']:<40} {r['value']:>10.3f}")
+        print(f"{r['units']:>7} {r.get('mode', ''):>15}  {r['metric']:<40} {r['value']:>10.3f}")
         for extra in sorted(set(r) - {"units", "mode", "metric", "value", "store"}):
-            print(f"{r['units']:>6} {'':>6}  {extra:<40} {r[extra]:>10.3f}")
+            print(f"{r['units']:>7} {'':>15}  {extra:<40} {r[extra]:>10.3f}")
     if args.out:
         with open(args.out, "w") as fh:
             json.dump(rows, fh, indent=1)

@@ -3,8 +3,8 @@
 Hand-written on purpose (DESIGN.md section 9): rank-bm25 scores with a Python loop over
 every document (72 ms a query at 10k pieces) and, like bm25s, cannot append without a
 full rebuild. Here postings grow as units are written; each term keeps its postings
-as Python lists plus a numpy copy refreshed only when the term gained documents, so a
-query costs a few vectorised operations per query term. IDF is Lucene's
+in append-only numpy buffers, so a query costs a few vectorised operations per query
+term, and :meth:`BM25Index.scores_in` scores only the documents of the units asked for. IDF is Lucene's
 ``log(1 + (N - n + 0.5) / (n + 0.5))`` over the whole store; rank-bm25 is the test
 oracle for the scores.
 """
@@ -14,10 +14,12 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from functools import lru_cache
 
 import numpy as np
+
+from .arrays import GrowableArray
 
 _MARKUP = re.compile(r"<[^<>\n]{0,80}>|```[a-zA-Z0-9_+-]*|&[a-z]+;")
 _WORD = re.compile(r"[a-z0-9_]+")
@@ -45,20 +47,26 @@ def content_words(text: str) -> set[str]:
 
 
 class _Postings:
-    __slots__ = ("array_docs", "array_tfs", "docs", "tfs")
+    """One term's documents and frequencies: Python lists while they grow (cheap appends),
+    moved into numpy buffers when a query reads them (amortised O(1) per posting)."""
+
+    __slots__ = ("_docs", "_tfs", "pending_docs", "pending_tfs")
 
     def __init__(self) -> None:
-        self.docs: list[int] = []
-        self.tfs: list[int] = []
-        self.array_docs = np.empty(0, dtype=np.int64)
-        self.array_tfs = np.empty(0, dtype=np.float64)
+        self._docs = GrowableArray(np.int64, 4)
+        self._tfs = GrowableArray(np.float64, 4)
+        self.pending_docs: list[int] = []
+        self.pending_tfs: list[int] = []
+
+    def __len__(self) -> int:
+        return len(self._docs) + len(self.pending_docs)
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray]:
-        n_cached = len(self.array_docs)
-        if n_cached < len(self.docs):
-            self.array_docs = np.concatenate([self.array_docs, np.asarray(self.docs[n_cached:], np.int64)])
-            self.array_tfs = np.concatenate([self.array_tfs, np.asarray(self.tfs[n_cached:], np.float64)])
-        return self.array_docs, self.array_tfs
+        if self.pending_docs:
+            self._docs.extend(self.pending_docs)
+            self._tfs.extend(self.pending_tfs)
+            self.pending_docs, self.pending_tfs = [], []
+        return self._docs.view, self._tfs.view
 
 
 class BM25Index:
@@ -68,50 +76,88 @@ class BM25Index:
         self.k1 = k1
         self.b = b
         self._postings: dict[str, _Postings] = {}
-        self._lengths: list[int] = []
-        self._lengths_array = np.empty(0, dtype=np.float64)
+        self._lengths = GrowableArray(np.float64)
+        self._pending_lengths: list[int] = []
         self._total = 0
 
     def __len__(self) -> int:
-        return len(self._lengths)
+        return len(self._lengths) + len(self._pending_lengths)
+
+    def _length_array(self) -> np.ndarray:
+        if self._pending_lengths:
+            self._lengths.extend(self._pending_lengths)
+            self._pending_lengths = []
+        return self._lengths.view
 
     def add(self, texts: Iterable[str]) -> range:
         """Index texts; returns the document numbers they received."""
-        start = len(self._lengths)
+        start = len(self)
         for text in texts:
-            doc = len(self._lengths)
+            doc = len(self)
             words = terms(text)
-            self._lengths.append(len(words))
+            self._pending_lengths.append(len(words))
             self._total += len(words)
             for term, tf in Counter(words).items():
                 p = self._postings.get(term)
                 if p is None:
                     p = self._postings[term] = _Postings()
-                p.docs.append(doc)
-                p.tfs.append(tf)
-        return range(start, len(self._lengths))
+                p.pending_docs.append(doc)
+                p.pending_tfs.append(tf)
+        return range(start, len(self))
 
     def idf(self, term: str) -> float:
-        n = len(self._postings[term].docs) if term in self._postings else 0
-        big_n = len(self._lengths)
+        n = len(self._postings[term]) if term in self._postings else 0
+        big_n = len(self)
         return math.log(1.0 + (big_n - n + 0.5) / (n + 0.5))
+
+    def _norm(self, lengths: np.ndarray) -> np.ndarray:
+        n_docs = len(self)
+        avgdl = self._total / n_docs if self._total else 1.0
+        return self.k1 * (1.0 - self.b + self.b * lengths / avgdl)
 
     def scores(self, query: Iterable[str]) -> np.ndarray:
         """BM25 score of every document for a set of query terms (dense, float64)."""
-        n_docs = len(self._lengths)
+        n_docs = len(self)
         out = np.zeros(n_docs, dtype=np.float64)
         if n_docs == 0:
             return out
-        if len(self._lengths_array) < n_docs:
-            self._lengths_array = np.asarray(self._lengths, dtype=np.float64)
-        avgdl = self._total / n_docs if self._total else 1.0
-        norm = self.k1 * (1.0 - self.b + self.b * self._lengths_array / avgdl)
-        for term in set(query):
+        norm = self._norm(self._length_array())
+        for term in sorted(set(query)):
             p = self._postings.get(term)
             if p is None:
                 continue
             docs, tfs = p.arrays()
             out[docs] += self.idf(term) * tfs * (self.k1 + 1.0) / (tfs + norm[docs])
+        return out
+
+    def scores_in(self, query: Iterable[str], ranges: Sequence[range]) -> np.ndarray:
+        """BM25 scores (dense over all documents) filled only inside ``ranges``, the rest 0.
+
+        The same values as :meth:`scores` there, at the cost of the postings that fall in
+        the ranges (found by binary search), not of every posting of every query term.
+        """
+        n_docs = len(self)
+        out = np.zeros(n_docs, dtype=np.float64)
+        spans = sorted((r.start, r.stop) for r in ranges if len(r))
+        if n_docs == 0 or not spans:
+            return out
+        starts = np.asarray([a for a, _ in spans], dtype=np.int64)
+        stops = np.asarray([b for _, b in spans], dtype=np.int64)
+        lengths = self._length_array()
+        for term in sorted(set(query)):
+            p = self._postings.get(term)
+            if p is None:
+                continue
+            docs_all, tfs_all = p.arrays()
+            lo = np.searchsorted(docs_all, starts)
+            hi = np.searchsorted(docs_all, stops)
+            counts = hi - lo
+            total = int(counts.sum())
+            if total == 0:
+                continue
+            sel = np.repeat(lo - np.cumsum(counts) + counts, counts) + np.arange(total)
+            docs, tfs = docs_all[sel], tfs_all[sel]
+            out[docs] += self.idf(term) * tfs * (self.k1 + 1.0) / (tfs + self._norm(lengths[docs]))
         return out
 
     def search(self, query_text: str, top: int | None = None) -> list[tuple[int, float]]:

@@ -45,6 +45,11 @@ class FlexAMemConfig(BaseModel):
     embedding_batch_size: int = Field(8, gt=0)
     pin_user_turn: bool = Field(True, description="agents: keep the newest human turn visible even when "
                                 "its unit left the window (turn off where user messages are observations)")
+    cache_stable: bool = Field(True, description="agents: keep the request a prompt-cache-stable prefix: "
+                               "append new messages to the previous request while it fits, re-render only "
+                               "when it would exceed the budget (False: the paper's render on every call)")
+    stable_target: float = Field(0.6, gt=0, le=1, description="cache_stable: a re-render fills at most this "
+                                 "share of the budget, so the calls after it can append")
 
     @model_validator(mode="after")
     def _check(self) -> FlexAMemConfig:

@@ -7,14 +7,32 @@ no render rescans the history.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from .arrays import GrowableArray
 from .bm25 import BM25Index
-from .protocols import Embedder, Store
+from .protocols import Store
 from .schema import MergedRecord, Note, Piece
+
+
+def top_k(values: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the ``k`` largest values, largest first, ties to the lower index.
+
+    A partial selection (``np.partition``) finds the k-th value, so only the values at or
+    above it are sorted: O(n), not O(n log n), as the index grows.
+    """
+    n = len(values)
+    if k <= 0 or n == 0:
+        return np.zeros(0, dtype=np.int64)
+    if k < n:
+        kth = np.partition(values, n - k)[n - k]
+        idx = np.flatnonzero(values >= kth)
+    else:
+        idx = np.arange(n)
+    return idx[np.lexsort((idx, -values[idx]))][:k]
 
 
 class NamespaceIndex:
@@ -32,13 +50,15 @@ class NamespaceIndex:
         self.bm25 = BM25Index(k1, b)
         self.doc_unit: list[str] = []
         self.doc_piece: list[int] = []
-        self.doc_tokens: list[int] = []
+        self._doc_tokens = GrowableArray(np.int64)
+        #: Position (in ``notes``) of the unit of every piece document.
+        self._doc_note = GrowableArray(np.int64)
         self.unit_docs: dict[str, range] = {}
-        self.piece_vectors: dict[tuple[str, int], np.ndarray] = {}
         self.merged: dict[str, MergedRecord] = {}
         #: Timeline items already built, keyed by (start, end, last unit key[, writer]).
         self.timeline_items: dict[tuple[Any, ...], Any] = {}
-        self._doc_tokens_array = np.zeros(0, dtype=np.int64)
+        #: Per-process render state derived from the notes (the incremental timeline).
+        self.derived: dict[str, Any] = {}
         self.load()
 
     def load(self) -> None:
@@ -73,7 +93,8 @@ class NamespaceIndex:
         self.unit_docs[note.unit_key] = docs
         self.doc_unit.extend(note.unit_key for _ in pieces)
         self.doc_piece.extend(p.index for p in pieces)
-        self.doc_tokens.extend(p.tokens for p in pieces)
+        self._doc_tokens.extend(p.tokens for p in pieces)
+        self._doc_note.extend(self.position[note.unit_key] for _ in pieces)
 
     @property
     def vectors(self) -> np.ndarray:
@@ -82,19 +103,11 @@ class NamespaceIndex:
     def note(self, key: str) -> Note:
         return self.notes[self.position[key]]
 
-    def nearest(self, vec: np.ndarray, k: int, among: Sequence[str] | None = None) -> list[str]:
+    def nearest(self, vec: np.ndarray, k: int) -> list[str]:
         """Keys of the ``k`` notes with the highest cosine to ``vec`` (ties: earlier first)."""
         if k <= 0 or self._n == 0:
             return []
-        if among is None:
-            idx = np.arange(self._n)
-        else:
-            idx = np.asarray([self.position[key] for key in among if key in self.position], dtype=np.int64)
-            if idx.size == 0:
-                return []
-        sims = self.vectors[idx] @ vec
-        order = np.lexsort((idx, -sims))[:k]
-        return [self.notes[int(idx[i])].unit_key for i in order]
+        return [self.notes[int(i)].unit_key for i in top_k(self.vectors @ vec, k)]
 
     def links_of(self, key: str) -> set[str]:
         """Both directions of the links of a note."""
@@ -104,27 +117,17 @@ class NamespaceIndex:
         return out
 
     def doc_tokens_array(self) -> np.ndarray:
-        if len(self._doc_tokens_array) < len(self.doc_tokens):
-            self._doc_tokens_array = np.asarray(self.doc_tokens, dtype=np.int64)
-        return self._doc_tokens_array
+        """Token count of every piece document."""
+        return self._doc_tokens.view
 
-    def piece_embeddings(self, docs: Iterable[int], embedder: Embedder) -> dict[int, np.ndarray]:
-        """Embeddings of the given pieces, computed on first need and kept."""
-        docs = list(docs)
-        missing = [d for d in docs if (self.doc_unit[d], self.doc_piece[d]) not in self.piece_vectors]
-        if missing:
-            by_unit: dict[str, list[int]] = {}
-            for d in missing:
-                by_unit.setdefault(self.doc_unit[d], []).append(d)
-            texts, keys = [], []
-            for unit_key, ds in by_unit.items():
-                plist = self.store.pieces(self.namespace, unit_key)
-                for d in ds:
-                    texts.append(plist[self.doc_piece[d]].text)
-                    keys.append((unit_key, self.doc_piece[d]))
-            for key, vec in zip(keys, embedder.embed(texts)):
-                self.piece_vectors[key] = vec
-        return {d: self.piece_vectors[(self.doc_unit[d], self.doc_piece[d])] for d in docs}
+    def doc_note_array(self) -> np.ndarray:
+        """Position in ``notes`` of the unit of every piece document."""
+        return self._doc_note.view
+
+    def piece_cosines(self, docs: Sequence[int], q_vec: np.ndarray) -> np.ndarray:
+        """Cosine of each piece's unit (its stored note vector) with the query: no model call."""
+        rows = self.doc_note_array()[np.asarray(docs, dtype=np.int64)]
+        return self.vectors[rows] @ q_vec
 
     def get_merged(self, key: str) -> MergedRecord | None:
         found = self.merged.get(key)

@@ -9,7 +9,9 @@ allowance left by the prompt and the recent window (``render``).
 from __future__ import annotations
 
 import asyncio
+import operator
 import threading
+from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,8 +22,9 @@ from .bm25 import content_words
 from .config import FlexAMemConfig
 from .embeddings import default_embedder, normalize
 from .index import NamespaceIndex
-from .messages import Message, as_messages
+from .messages import Message, as_messages, quick_fingerprint
 from .notes import NoteWriter
+from .prompt_cache import common_prefix_tokens
 from .protocols import Embedder, RecordWriter, Store, Tokenizer
 from .recovery import (
     MEMORY_CLOSE,
@@ -47,18 +50,12 @@ from .render import (
     split_layout,
 )
 from .schema import Note, Unit
+from .stable import SentRequest, append_new, extend_memory, stable_budget
 from .stores import InMemoryStore, check_namespace
-from .timeline import Timeline
+from .timeline import Timeline, TimelineLevels
 from .tokens import default_tokenizer
 from .units import PackedUnit, next_step, pack_units, split_steps, to_unit, unit_key
 from .writers import RuleRecordWriter
-
-
-def _quick_fp(m: Message) -> tuple[Any, ...]:
-    """Cheap in-process identity of a message (str hashes are cached by Python)."""
-    content = m.content if isinstance(m.content, str) else m.fingerprint()
-    return (m.id, m.role, content, m.tool_call_id,
-            tuple((c.id, c.name, c.arguments) for c in m.tool_calls))
 
 
 def _newest_sizes(units: Sequence[Unit | PackedUnit], tk: Tokenizer, limit: float) -> list[int]:
@@ -76,12 +73,33 @@ def _newest_sizes(units: Sequence[Unit | PackedUnit], tk: Tokenizer, limit: floa
 
 @dataclass
 class _Namespace:
-    """Process-local state of one namespace: its index and the chain last matched."""
+    """Process-local state of one namespace, kept across calls: its index, the chain last
+    matched (units, their message fingerprints, their messages flattened, and which units
+    hold a user message), the incremental timeline and the previous request."""
 
     index: NamespaceIndex
     children: dict[str | None, list[str]]
     chain: list[tuple[Unit, tuple[Any, ...]]] = field(default_factory=list)
+    units: list[Unit] = field(default_factory=list)
     chain_messages: list[Message] = field(default_factory=list)
+    user_units: list[int] = field(default_factory=list)
+    levels: TimelineLevels | None = None
+    sent: SentRequest | None = None
+
+    def set_chain(self, chain: list[tuple[Unit, tuple[Any, ...]]], kept: int) -> None:
+        """Replace the chain, keeping the derived lists of its first ``kept`` units."""
+        if kept < len(self.units):
+            del self.units[kept:]
+            n_msgs = sum(len(u.messages) for u in self.units)
+            del self.chain_messages[n_msgs:]
+            del self.user_units[bisect_left(self.user_units, kept):]
+        for pos in range(len(self.units), len(chain)):
+            unit = chain[pos][0]
+            self.units.append(unit)
+            self.chain_messages.extend(unit.messages)
+            if any(m.role == "user" for m in unit.messages):
+                self.user_units.append(pos)
+        self.chain = chain
 
 
 @dataclass
@@ -132,21 +150,27 @@ class FlexAMem:
     # ------------------------------------------------------------------ ingestion
     def _sync(self, space: _Namespace, namespace: str, body: Sequence[Message], final: bool,
               progress: Any = None) -> _Synced:
-        """Match the body against the stored chain, pack the rest, write complete units."""
+        """Match the body against the stored chain, pack the rest, write complete units.
+
+        The usual call brings the same message objects as the last one plus new ones: one
+        identity pass (in C) confirms the whole chain, and only the new messages are packed.
+        """
         kind = self.config.history
-        matched: list[tuple[Unit, tuple[Any, ...]]] = []
-        i = 0
         flat = space.chain_messages
-        if flat and len(body) >= len(flat) and body[len(flat) - 1] is flat[-1] and body[:len(flat)] == flat:
+        if flat and len(body) >= len(flat) and body[len(flat) - 1] is flat[-1] and \
+                all(map(operator.is_, body, flat)):
             matched, i = list(space.chain), len(flat)  # the same objects as last call: all units still match
-        for unit, fps in space.chain[len(matched):]:
-            n = len(unit.messages)
-            if i + n <= len(body) and all(a is b or _quick_fp(a) == fp
-                                          for a, b, fp in zip(body[i:i + n], unit.messages, fps)):
-                matched.append((unit, fps))
-                i += n
-            else:
-                break
+        else:
+            matched, i = [], 0
+            for unit, fps in space.chain:
+                n = len(unit.messages)
+                if i + n <= len(body) and all(a is b or quick_fingerprint(a) == fp
+                                              for a, b, fp in zip(body[i:i + n], unit.messages, fps)):
+                    matched.append((unit, fps))
+                    i += n
+                else:
+                    break
+        kept = len(matched)
         parent = matched[-1][0].key if matched else None
         while True:  # units stored earlier (another process, or before a restart)
             found = None
@@ -159,7 +183,7 @@ class FlexAMem:
                     break
             if found is None:
                 break
-            matched.append((found, tuple(_quick_fp(m) for m in body[i:i + len(found.messages)])))
+            matched.append((found, tuple(quick_fingerprint(m) for m in body[i:i + len(found.messages)])))
             i += len(found.messages)
             parent = found.key
         first_step = next_step(matched[-1][0]) if matched else 1
@@ -181,10 +205,9 @@ class FlexAMem:
             siblings = space.children.setdefault(unit.parent, [])
             if unit.key not in siblings:
                 siblings.append(unit.key)
-            matched.append((unit, tuple(_quick_fp(m) for m in unit.messages)))
-        space.chain = matched
-        space.chain_messages = [m for u, _ in matched for m in u.messages]
-        return _Synced([u for u, _ in matched], tail, written)
+            matched.append((unit, tuple(quick_fingerprint(m) for m in unit.messages)))
+        space.set_chain(matched, kept)
+        return _Synced(space.units, tail, written)
 
     def ingest(self, history: Sequence[Message | Mapping[str, Any]], *, namespace: str = "default",
                final: bool = False, progress: Any = None) -> int:
@@ -205,21 +228,71 @@ class FlexAMem:
     def render(self, history: Sequence[Message | Mapping[str, Any]], *, namespace: str = "default",
                budget: int | None = None, query: str | None = None, extra_tokens: int = 0) -> Rendered:
         """Messages to send for this call: the history itself when it fits, else the
-        fixed prompt, one memory message and the recent window. Never mutates ``history``."""
+        fixed prompt, one memory message and the recent window. Never mutates ``history``.
+
+        With ``cache_stable`` (the agent default) consecutive calls of a namespace keep a
+        stable request prefix: see :mod:`flexamem_core.stable` for the rule.
+        """
         msgs = as_messages(history)
         cfg = self.config if budget is None else self.config.with_budget(budget)
         if extra_tokens < 0:
             raise ValueError("extra_tokens must be >= 0")
+        stable = cfg.cache_stable and cfg.history == "agent"
         with self._lock:
             space = self._space(namespace)
             layout = split_layout(msgs, cfg.history)
+            previous = space.sent if stable else None
+            grown = previous is not None and previous.continues(msgs, cfg.budget, extra_tokens, query)
+            if grown:
+                assert previous is not None
+                rendered = append_new(previous, msgs, cfg, self.tokenizer)
+                if rendered is not None:
+                    self._sync(space, namespace, layout.body, False)
+                    space.sent = previous.after(msgs, rendered)
+                    return rendered
             if not exceeds(msgs, self.tokenizer, cfg.effective_budget, extra_tokens):
                 self._sync(space, namespace, layout.body, False)
                 total = count_messages(msgs, self.tokenizer, extra_tokens)
-                return Rendered(list(msgs), None, total,
-                                {"passthrough": True, "budget": cfg.budget, "total_tokens": total},
-                                passthrough=True)
-            return self._render(space, namespace, cfg, layout, query, extra_tokens)
+                rendered = Rendered(list(msgs), None, total,
+                                    {"passthrough": True, "budget": cfg.budget, "total_tokens": total},
+                                    passthrough=True)
+            elif not stable:
+                rendered = self._render(space, namespace, cfg, layout, query, extra_tokens)
+            else:
+                extended = None
+                if grown:
+                    assert previous is not None
+                    synced = self._sync(space, namespace, layout.body, False)
+                    extended = extend_memory(self, space, previous, layout, cfg, extra_tokens, synced)
+                # A thread followed call by call leaves room to append; a first render (a
+                # one-off call, or the first after a restart) has no previous request to keep.
+                rendered = extended or (
+                    self._render_stable(space, namespace, cfg, layout, query, extra_tokens) if previous
+                    else self._render(space, namespace, cfg, layout, query, extra_tokens, stable=True))
+            if stable:
+                prefix = common_prefix_tokens(previous.messages, rendered.messages, self.tokenizer) \
+                    if previous is not None else 0
+                rendered.report["cache"] = {"step": "render", **rendered.report.get("cache", {}), "appended": False,
+                                            "reused_prefix_tokens": min(prefix, rendered.tokens)}
+                space.sent = SentRequest.of(cfg.budget, extra_tokens, query, msgs, rendered)
+            return rendered
+
+    def _render_stable(self, space: _Namespace, namespace: str, cfg: FlexAMemConfig, layout: Layout,
+                       query: str | None, extra_tokens: int) -> Rendered:
+        """A fresh render for ``stable_target`` of the budget (room for the next calls to
+        append); at the full budget instead if the newest step would have to be cut."""
+        fixed = [m for m in (layout.system, *layout.task) if m is not None]
+        low = cfg.with_budget(min(cfg.budget, stable_budget(cfg, count_messages(fixed, self.tokenizer, extra_tokens))))
+        try:
+            rendered = self._render(space, namespace, low, layout, query, extra_tokens, stable=True)
+        except BudgetError:
+            rendered = None
+        if rendered is None or rendered.report["newest_unit_cut_messages"] or \
+                rendered.report["newest_unit_dropped_steps"]:
+            return self._render(space, namespace, cfg, layout, query, extra_tokens, stable=True)
+        rendered.report.update(budget=cfg.budget, effective_budget=cfg.effective_budget,
+                               render_budget=low.budget)
+        return rendered
 
     async def arender(self, history: Sequence[Message | Mapping[str, Any]], **kwargs: Any) -> Rendered:
         """Async twin of :meth:`render` (runs in a worker thread)."""
@@ -256,7 +329,8 @@ class FlexAMem:
         return [self.store.get_unit(namespace, k) for k in reversed(chain)]
 
     def _render(self, space: _Namespace, namespace: str, cfg: FlexAMemConfig, layout: Layout,
-                query: str | None, extra_tokens: int, units: list[Unit] | None = None) -> Rendered:
+                query: str | None, extra_tokens: int, units: list[Unit] | None = None,
+                stable: bool = False) -> Rendered:
         tk = self.tokenizer
         b_bar = cfg.effective_budget
         kind = cfg.history if units is None else "reader"  # a stored history asked a question: no window
@@ -288,8 +362,12 @@ class FlexAMem:
                 else:
                     final_sync = self._sync(space, namespace, layout.body, True)
                     old = list(final_sync.units)
-        window_msgs, n_repairs = repair_pairing(no_inner_system([m for u in window_units for m in u.messages]))
-        pinned = self._pinned_turn(layout, old, window_msgs)
+        n_window = sum(len(u.messages) for u in window_units)
+        # The window is the body's newest messages: send the caller's own objects.
+        window_src = list(layout.body[len(layout.body) - n_window:]) if kind == "agent" and \
+            n_window <= len(layout.body) else [m for u in window_units for m in u.messages]
+        window_msgs, n_repairs = repair_pairing(no_inner_system(window_src))
+        pinned = self._pinned_turn(space, len(old), window_msgs)
         # The newest unit alone over the budget: cut its largest outputs (marked), keep pairing.
         room_for_window = b_bar - fixed_tokens - (count_messages(pinned, tk) - 3 if pinned else 0)
         n_cut = 0
@@ -302,9 +380,13 @@ class FlexAMem:
         allowance = b_bar - base - PER_MESSAGE
         ref_allowance = b_bar - fixed_tokens - int(cfg.window_share * cfg.budget) - PER_MESSAGE \
             if kind == "agent" else allowance
-        notes = [space.index.note(u.key) for u in old]
+        index = space.index
+        if old and index.position.get(old[0].key) == 0 and index.position.get(old[-1].key) == len(old) - 1:
+            notes = index.notes[:len(old)]  # the usual case: the old units are the first notes written
+        else:
+            notes = [index.note(u.key) for u in old]
         mem = self._memory(space, cfg, notes, allowance, max(allowance, ref_allowance), layout,
-                           window_units, query) if notes else None
+                           window_units, query, stable) if notes else None
         messages = list(head)
         if mem is not None and mem.tokens <= allowance:
             messages.append(memory_message(mem.text))
@@ -318,7 +400,8 @@ class FlexAMem:
             "passthrough": False, "mode": cfg.mode, "history": kind, "budget": cfg.budget,
             "effective_budget": b_bar, "total_tokens": tokens, "prompt_tokens": fixed_tokens,
             "window_tokens": base - fixed_tokens + 3 if tail_msgs else 0,
-            "window_units": len(window_units), "newest_unit_cut_messages": n_cut,
+            "window_units": len(window_units), "old_units": len(old), "newest_unit_cut_messages": n_cut,
+            "window_messages": len(window_msgs) if not (n_cut or n_dropped or n_repairs) else None,
             "pairing_repairs": n_repairs, "newest_unit_dropped_steps": n_dropped,
             "allowance": allowance, "reference_allowance": ref_allowance,
             "memory_tokens": mem.tokens if mem else 0,
@@ -341,24 +424,36 @@ class FlexAMem:
             steps = steps[1:]
             dropped += 1
 
-    def _pinned_turn(self, layout: Layout, old: Sequence[Unit], window: Sequence[Message]) -> list[Message]:
+    def _pinned_turn(self, space: _Namespace, n_old: int, window: Sequence[Message]) -> list[Message]:
         """Agents: the newest user turn stays visible even when its unit left the window."""
-        if self.config.history != "agent" or not self.config.pin_user_turn or not old:
+        if self.config.history != "agent" or not self.config.pin_user_turn or not n_old:
             return []
         if any(m.role == "user" for m in window):
             return []
-        last_user = next((m for u in reversed(old) for m in reversed(u.messages) if m.role == "user"), None)
-        return [last_user] if last_user is not None else []
+        i = bisect_left(space.user_units, n_old) - 1  # the newest old unit holding a user message
+        if i < 0:
+            return []
+        unit = space.units[space.user_units[i]]
+        return [next(m for m in reversed(unit.messages) if m.role == "user")]
 
-    def _memory(self, space: _Namespace, cfg: FlexAMemConfig, notes: list[Note], allowance: int,
-                size_allowance: int, layout: Layout, window_units: Sequence[Unit | PackedUnit],
-                query: str | None) -> MemoryRender | None:
-        tk = self.tokenizer
+    def _timeline(self, space: _Namespace, cfg: FlexAMemConfig, notes: Sequence[Note], target: float) -> Timeline:
+        """The timeline merged down to ``target``: incrementally when the old units are the
+        index's first notes (the usual case), else from scratch."""
         index = space.index
-        wrapper = tk.count(f"{MEMORY_OPEN}\n{MEMORY_INTRO}\n{MEMORY_CLOSE}") + 16
-        a_mem = allowance - wrapper
-        if a_mem <= 0:
-            return None
+        if notes and index.notes[len(notes) - 1] is notes[-1] and index.notes[0] is notes[0]:
+            levels = index.derived.get("timeline")
+            if levels is None or levels.writer is not self.writer or levels.fanin != cfg.merge_fanin:
+                levels = index.derived["timeline"] = TimelineLevels(index, self.writer, self.tokenizer,
+                                                                     cfg.merge_fanin)
+            return levels.build(notes, target)
+        timeline = Timeline(notes, index, self.writer, self.tokenizer, cfg.merge_fanin)
+        timeline.merge_down_to(target)
+        return timeline
+
+    def _queries(self, cfg: FlexAMemConfig, layout: Layout, window_units: Sequence[Unit | PackedUnit],
+                 query: str | None) -> tuple[np.ndarray, str, str]:
+        """The query of a call: its vector (the one model call of a render) and the texts
+        that BM25 scores excerpts and pieces by. Agents: the task and the newest unit."""
         task_text = "\n".join(m.text for m in layout.task)
         newest = window_units[-1].raw if window_units else ""
         question = "\n".join(m.text for m in layout.current)
@@ -366,33 +461,43 @@ class FlexAMem:
         if cfg.history == "agent" and not question:
             q_vec = normalize(sum(self.embedder.embed([t for t in (task_text, newest, extra) if t]),
                                   np.zeros(self.embedder.dim, dtype=np.float32)))
-            excerpt_query = "\n".join(t for t in (newest, extra) if t)
-            piece_query = "\n".join(t for t in (task_text, newest, extra) if t)
-        else:
-            q_text = "\n".join(t for t in (question, extra) if t) or task_text
-            q_vec = self.embedder.embed([q_text])[0]
-            excerpt_query = piece_query = q_text
-        timeline = Timeline(notes, index, self.writer, tk, cfg.merge_fanin)
+            return q_vec, "\n".join(t for t in (newest, extra) if t), \
+                "\n".join(t for t in (task_text, newest, extra) if t)
+        q_text = "\n".join(t for t in (question, extra) if t) or task_text
+        return self.embedder.embed([q_text])[0], q_text, q_text
+
+    def _memory(self, space: _Namespace, cfg: FlexAMemConfig, notes: list[Note], allowance: int,
+                size_allowance: int, layout: Layout, window_units: Sequence[Unit | PackedUnit],
+                query: str | None, stable: bool = False) -> MemoryRender | None:
+        tk = self.tokenizer
+        index = space.index
+        wrapper = tk.count(f"{MEMORY_OPEN}\n{MEMORY_INTRO}\n{MEMORY_CLOSE}") + 16
+        a_mem = allowance - wrapper
+        if a_mem <= 0:
+            return None
+        q_vec, excerpt_query, piece_query = self._queries(cfg, layout, window_units, query)
         size_mem = size_allowance - wrapper
         if cfg.mode == "unit":
             cands = candidates(q_vec, notes, index, cfg, piece_query) if cfg.recovery else []
             d = sum(max(0, n.raw_tokens - n.record_tokens) for n in (notes[c.pos] for c in cands))
-            timeline.merge_down_to(max(cfg.timeline_share * size_mem, size_mem - d))
-            if a_mem < size_mem:  # the newest unit is big: hide the oldest records, this call only
-                # (never all of them for the share: the allowance check below does that if need be)
+            timeline = self._timeline(space, cfg, notes, max(cfg.timeline_share * size_mem, size_mem - d))
+            if a_mem < size_mem and not stable:  # the newest unit is big: hide the oldest records,
+                # this call only (never all of them for the share: the allowance check below does
+                # that if need be). A stable request keeps its trace: it only hides what cannot fit.
                 timeline.hide_down_to(max(cfg.timeline_share * a_mem, a_mem - d), keep=1)
             timeline.hide_down_to(a_mem)
-            scores = index.bm25.scores(content_words(excerpt_query))
+            ranges = [index.unit_docs.get(notes[c.pos].unit_key, range(0)) for c in cands]
+            scores = index.bm25.scores_in(content_words(excerpt_query), ranges)
             mem = unit_recovery(notes, timeline, cands, a_mem - timeline.total, allowance, index, cfg,
-                                tk, scores)
+                                tk, scores, in_place_detail=not stable)
         else:
-            timeline.merge_down_to(cfg.timeline_share * size_mem)
+            timeline = self._timeline(space, cfg, notes, cfg.timeline_share * size_mem)
             if a_mem < size_mem:
                 timeline.hide_down_to(cfg.timeline_share * a_mem, keep=1)
             timeline.hide_down_to(a_mem)
             room = a_mem - timeline.total
-            mem = piece_recovery(notes, timeline, piece_query, q_vec, room, allowance, index, tk,
-                                 self.embedder) if cfg.recovery else \
+            mem = piece_recovery(notes, timeline, piece_query, q_vec, room, allowance, index, tk) \
+                if cfg.recovery else \
                 unit_recovery(notes, timeline, [], room, allowance, index, cfg, tk, np.zeros(0))
         mem.llm_calls += timeline.llm_calls
         return mem

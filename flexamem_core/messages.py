@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -183,10 +184,29 @@ def message_text(message: Message) -> str:
     return "\n".join(p for p in parts if p)
 
 
+def quick_fingerprint(m: Message) -> tuple[Any, ...]:
+    """Cheap in-process identity of a message (Python caches str hashes); ids included."""
+    content = m.content if isinstance(m.content, str) else m.fingerprint()
+    return (m.id, m.role, content, m.tool_call_id,
+            tuple((c.id, c.name, c.arguments) for c in m.tool_calls))
+
+
+def same_prefix(history: Sequence[Message], previous: Sequence[Message]) -> bool:
+    """Whether ``history`` starts with the messages of ``previous`` (one identity pass in C,
+    else fingerprints, for hosts that convert their messages anew on every call)."""
+    if len(history) < len(previous):
+        return False
+    if all(map(operator.is_, history, previous)):
+        return True
+    return all(a is b or quick_fingerprint(a) == quick_fingerprint(b) for a, b in zip(history, previous))
+
+
 def as_messages(history: Sequence[Message | Mapping[str, Any]]) -> list[Message]:
     """Accept :class:`Message` objects or message dicts; raise a clear error otherwise."""
     if isinstance(history, (str, bytes)):
         raise MessageError("history must be a sequence of messages, not a string")
+    if isinstance(history, (list, tuple)) and set(map(type, history)) <= {Message}:
+        return list(history)  # already core messages: one pass in C, no per-message Python work
     out: list[Message] = []
     for i, m in enumerate(history):
         if isinstance(m, Message):

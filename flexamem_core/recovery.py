@@ -20,17 +20,15 @@ import numpy as np
 
 from .bm25 import content_words
 from .config import FlexAMemConfig
-from .index import NamespaceIndex
-from .protocols import Embedder, Tokenizer
+from .index import NamespaceIndex, top_k
+from .protocols import Tokenizer
 from .schema import Note, Piece
-from .timeline import Timeline, TimelineItem
+from .timeline import Timeline
 
 MEMORY_OPEN = "<memory>"
 MEMORY_CLOSE = "</memory>"
 MEMORY_INTRO = ("Earlier history, oldest first: one record per unit; entries marked raw, excerpt "
                 "or piece are verbatim text of that history.")
-#: At most this many pieces of one run of equal BM25 scores are ordered by cosine.
-TIE_CAP = 256
 PIECES_HEADER = "Recovered pieces (verbatim, grouped by unit in time order; ... marks omitted text):"
 
 
@@ -98,7 +96,7 @@ def candidates(q_vec: np.ndarray, notes: Sequence[Note], index: NamespaceIndex,
         rows = np.fromiter((index.position[nt.unit_key] for nt in notes), dtype=np.int64, count=n)
         cos = index.vectors[rows] @ q_vec
         pos_of = {nt.unit_key: p for p, nt in enumerate(notes)}
-    seeds = np.lexsort((np.arange(n), -cos))[: cfg.seeds]
+    seeds = top_k(cos, cfg.seeds)
     best: dict[int, tuple[float, str]] = {}
 
     def reach(p: int, score: float, why: str) -> None:
@@ -158,27 +156,41 @@ def best_pieces(docs: range, scores: np.ndarray, index: NamespaceIndex, limit: i
 
 
 class Assembler:
-    """Joins the timeline and recovered elements into the memory text, and counts it."""
+    """Joins the timeline and recovered elements into the memory text, and counts it.
 
-    def __init__(self, timeline: Timeline, tokenizer: Tokenizer) -> None:
+    Recovered text goes in place of its record, or after the item that shows its unit
+    (a merged record), or, with ``detail_after``, after the whole timeline in time order.
+    """
+
+    def __init__(self, timeline: Timeline, tokenizer: Tokenizer, detail_after: bool = False) -> None:
         self.timeline = timeline
         self.tokenizer = tokenizer
+        self.detail_after = detail_after
 
     def text(self, elements: Sequence[Element], tail: str = "") -> str:
-        by_pos: dict[int, list[Element]] = {}
+        by_item: dict[int, list[Element]] = {}
         for e in elements:
-            by_pos.setdefault(e.pos, []).append(e)
+            item = self.timeline.item_at(e.pos)
+            by_item.setdefault(item.start if item is not None else -1, []).append(e)
+        for group in by_item.values():
+            group.sort(key=lambda e: (e.pos, e.rank))
         lines = [MEMORY_OPEN, MEMORY_INTRO]
         if self.timeline.hidden_until:
             lines.append(f"- [{self.timeline.hidden_until} earlier units not shown in this call]")
+        later: list[Element] = []
         for item in self.timeline.items:
-            in_place = [e for p in range(item.start, item.end) for e in by_pos.get(p, ()) if e.in_place]
+            here = by_item.get(item.start, ())
+            in_place = [e for e in here if e.in_place]
             if in_place:
                 lines.extend(e.text for e in in_place)
             else:
                 lines.append(item.line)
-            after = [e for p in range(item.start, item.end) for e in by_pos.get(p, ()) if not e.in_place]
-            lines.extend(e.text for e in after)
+            after = [e for e in here if not e.in_place]
+            if self.detail_after:
+                later.extend(after)
+            else:
+                lines.extend(e.text for e in after)
+        lines.extend(e.text for e in sorted(later, key=lambda e: (e.pos, e.rank)))
         if tail:
             lines.append(tail)
         lines.append(MEMORY_CLOSE)
@@ -201,21 +213,23 @@ def shrink(assembler: Assembler, elements: list[Element], allowance: int, tail_f
         elements = elements[:-1]
 
 
-def unit_recovery(notes: Sequence[Note], timeline: Timeline, cands: Sequence[Candidate], room: int,
-                  allowance: int, index: NamespaceIndex, cfg: FlexAMemConfig, tokenizer: Tokenizer,
-                  excerpt_scores: np.ndarray) -> MemoryRender:
-    """Fit-or-degrade over the candidates, then the final shrink loop."""
+def fit_or_degrade(notes: Sequence[Note], cands: Sequence[Candidate], room: int, index: NamespaceIndex,
+                   cfg: FlexAMemConfig, tokenizer: Tokenizer, excerpt_scores: np.ndarray,
+                   credit_of: Callable[[int], int | None]) -> list[Element]:
+    """Each candidate, in rank order, at the highest resolution that fits the room left:
+    raw text, else an excerpt of its BM25-best pieces, else nothing (it stays a record).
+
+    ``credit_of(pos)`` is None for a unit not shown this call, else the tokens of the
+    record its text replaces in place (0: the text is shown next to the record).
+    """
     store, ns = index.store, index.namespace
-    shown = timeline.item_of()
     elements: list[Element] = []
-    why = {c.pos: c for c in cands}
-    for rank, cand in enumerate(cands if cfg.recovery else ()):
-        item = shown.get(cand.pos)
-        if item is None:
-            continue  # hidden this call
+    for rank, cand in enumerate(cands):
+        credit = credit_of(cand.pos)
+        if credit is None:
+            continue
+        in_place = credit > 0
         note = notes[cand.pos]
-        in_place = item.level == 0
-        credit = item.tokens if in_place else 0
         header = f"- [{note.label}] (raw)"
         raw_cost = tokenizer.count(header) + 1 + note.raw_tokens + 1 - credit
         if raw_cost <= room:
@@ -232,37 +246,73 @@ def unit_recovery(notes: Sequence[Note], timeline: Timeline, cands: Sequence[Can
         plist = store.pieces(ns, note.unit_key)
         kept = [plist[index.doc_piece[d]] for d in chosen]
         head = f"- [{note.label}] {note.record}\n(excerpt)"
-        # Estimated from stored piece counts (no re-tokenizing); the final shrink loop checks exactly.
+        # Estimated from stored piece counts (no re-tokenizing); the caller checks exactly.
         exc_cost = tokenizer.count(head) + 1 + _joined_estimate(kept, len(plist), tokenizer) + 1 - credit
         if exc_cost <= room:
             exc_text = f"{head}\n{omission_join(kept, len(plist))}"
             elements.append(Element(cand.pos, rank, "excerpt", exc_text, exc_cost + credit, in_place))
             room -= exc_cost
-    assembler = Assembler(timeline, tokenizer)
+    return elements
+
+
+def unit_recovery(notes: Sequence[Note], timeline: Timeline, cands: Sequence[Candidate], room: int,
+                  allowance: int, index: NamespaceIndex, cfg: FlexAMemConfig, tokenizer: Tokenizer,
+                  excerpt_scores: np.ndarray, in_place_detail: bool = True) -> MemoryRender:
+    """Fit-or-degrade over the candidates, then the final shrink loop.
+
+    ``in_place_detail=False`` shows recovered units after the whole timeline (in time
+    order) instead of in place of their records, so the timeline stays a stable prefix of
+    the memory text from one render to the next (the prompt-cache-stable layout).
+    """
+    why = {c.pos: c for c in cands}
+
+    def credit_of(pos: int) -> int | None:
+        item = timeline.item_at(pos)
+        if item is None:
+            return None  # hidden this call
+        return item.tokens if item.level == 0 and in_place_detail else 0
+
+    elements = fit_or_degrade(notes, cands if cfg.recovery else (), room, index, cfg, tokenizer,
+                              excerpt_scores, credit_of)
+    assembler = Assembler(timeline, tokenizer, detail_after=not in_place_detail)
     text, n, kept = shrink(assembler, elements, allowance)
     kept_by_pos = {e.pos: e for e in kept}
-    spent = {"timeline": sum(it.tokens for it in timeline.items)
-             - sum(shown[e.pos].tokens for e in kept if e.in_place),
+    spent = {"timeline": timeline.total
+             - sum(timeline.item_at(e.pos).tokens for e in kept if e.in_place),  # type: ignore[union-attr]
              "raw": sum(e.tokens for e in kept if e.resolution == "raw"),
              "excerpt": sum(e.tokens for e in kept if e.resolution == "excerpt"), "pieces": 0}
     return MemoryRender(text, n, spent, _unit_reports(notes, timeline, kept_by_pos, why))
 
 
-def piece_recovery(notes: Sequence[Note], timeline: Timeline, query_text: str, q_vec: np.ndarray,
-                   room: int, allowance: int, index: NamespaceIndex, tokenizer: Tokenizer,
-                   embedder: Embedder) -> MemoryRender:
-    """The best BM25 pieces of all old units that fit, shown after the timeline."""
-    store, ns = index.store, index.namespace
-    scores = index.bm25.scores(content_words(query_text))
-    allowed = np.zeros(len(scores), dtype=bool)
+def _old_docs(notes: Sequence[Note], index: NamespaceIndex, n_docs: int) -> np.ndarray:
+    """Mask of the piece documents that belong to the old units."""
+    if notes and index.position.get(notes[0].unit_key) == 0 and \
+            index.position.get(notes[-1].unit_key) == len(notes) - 1:
+        # The usual case: the old units are the first notes written, so their docs are a prefix.
+        end = index.unit_docs[notes[-1].unit_key].stop if notes[-1].unit_key in index.unit_docs else 0
+        allowed = np.zeros(n_docs, dtype=bool)
+        allowed[:end] = True
+        return allowed
+    allowed = np.zeros(n_docs, dtype=bool)
     for nt in notes:
         r = index.unit_docs.get(nt.unit_key)
         if r is not None and len(r):
             allowed[r.start:r.stop] = True
-    hits = np.flatnonzero((scores > 0) & allowed)
+    return allowed
+
+
+def piece_recovery(notes: Sequence[Note], timeline: Timeline, query_text: str, q_vec: np.ndarray,
+                   room: int, allowance: int, index: NamespaceIndex, tokenizer: Tokenizer) -> MemoryRender:
+    """The best BM25 pieces of all old units that fit, shown after the timeline.
+
+    Ties are ordered by the cosine of each piece's unit vector (stored with its note) with
+    the query: a render never calls the embedding model for pieces.
+    """
+    store, ns = index.store, index.namespace
+    scores = index.bm25.scores(content_words(query_text))
+    hits = np.flatnonzero((scores > 0) & _old_docs(notes, index, len(scores)))
     tokens = index.doc_tokens_array()
-    chosen = select_pieces(hits, scores, tokens, room,
-                           lambda run: np.stack([v for v in index.piece_embeddings(run, embedder).values()]) @ q_vec)
+    chosen = select_pieces(hits, scores, tokens, room, lambda run: index.piece_cosines(run, q_vec))
     pos_of = {nt.unit_key: p for p, nt in enumerate(notes)}
     cache: dict[str, list[Piece]] = {}
 
@@ -286,8 +336,7 @@ def piece_recovery(notes: Sequence[Note], timeline: Timeline, query_text: str, q
                 for rank, d in enumerate(chosen)]
     assembler = _PieceAssembler(timeline, tokenizer)
     text, n, kept = shrink(assembler, elements, allowance, tail)
-    spent = {"timeline": sum(it.tokens for it in timeline.items), "raw": 0, "excerpt": 0,
-             "pieces": max(0, n - sum(it.tokens for it in timeline.items))}
+    spent = {"timeline": timeline.total, "raw": 0, "excerpt": 0, "pieces": max(0, n - timeline.total)}
     pieces = [{"unit": notes[e.pos].unit_key, "piece": index.doc_piece[int(e.text)],
                "score": round(float(scores[int(e.text)]), 4), "rank": e.rank} for e in kept]
     counts: dict[int, int] = {}
@@ -310,25 +359,33 @@ def select_pieces(hits: Sequence[int] | np.ndarray, scores: np.ndarray, tokens: 
                   room: int, cosine: Callable[[list[int]], np.ndarray]) -> list[int]:
     """Pieces in BM25 rank order, taken greedily while they fit ``room``.
 
-    Ties go to cosine with the query, then to the earlier piece. Only a run of equal
-    scores that does not fit whole needs the cosine order (a run taken whole is shown in
-    time order anyway), so pieces are embedded for that one run, not for every tie.
+    Ties go to ``cosine`` with the query (stored vectors, no model call), then to the
+    earlier piece; only a run of equal scores that does not fit whole needs that order (a
+    run taken whole is shown in time order anyway). The walk stops as soon as the room
+    left is smaller than every piece.
     """
     hits = np.asarray(hits, dtype=np.int64)
-    order = [int(d) for d in hits[np.lexsort((hits, -scores[hits]))]]
     chosen: list[int] = []
+    if len(hits) == 0 or room <= 0:
+        return chosen
+    # Only the best pieces can fit: sort the top ones (all pieces tied with the last of
+    # them included), and widen only if the room is not used up by them.
+    smallest = max(1, int(np.min(tokens[hits])))
+    order = _best_first(hits, scores, 4 * (room // smallest + 1))
     i = 0
-    while i < len(order) and room > 0:
+    while room >= smallest:
+        if i >= len(order):
+            if len(order) >= len(hits):
+                break
+            order = _best_first(hits, scores, 2 * len(order))  # ties at the cut are all included
+            continue
         j = i + 1
         while j < len(order) and scores[order[j]] == scores[order[i]]:
             j += 1
         run = order[i:j]
         if len(run) > 1 and sum(int(tokens[d]) for d in run) > room:
-            # Order the earliest TIE_CAP tied pieces by cosine (the rest stay in time order), so a
-            # huge tie in a repetitive history cannot make one render embed thousands of pieces.
-            head, rest = run[:TIE_CAP], run[TIE_CAP:]
-            cos = cosine(head)
-            run = [d for _, d in sorted(zip((-cos).tolist(), head))] + rest
+            cos = cosine(run)
+            run = [d for _, d in sorted(zip((-cos).tolist(), run))]
         for d in run:
             if int(tokens[d]) <= room:
                 chosen.append(d)
@@ -337,21 +394,27 @@ def select_pieces(hits: Sequence[int] | np.ndarray, scores: np.ndarray, tokens: 
     return chosen
 
 
+def _best_first(hits: np.ndarray, scores: np.ndarray, k: int) -> list[int]:
+    """The ``k`` best-scoring hits (plus every hit tied with the k-th), best first, ties by position."""
+    if k < len(hits):
+        values = scores[hits]
+        kth = np.partition(values, len(hits) - k)[len(hits) - k]
+        hits = hits[values >= kth]
+    return [int(d) for d in hits[np.lexsort((hits, -scores[hits]))]]
+
+
 def _unit_reports(notes: Sequence[Note], timeline: Timeline, kept: dict[int, Element],
                   why: dict[int, Candidate]) -> list[dict[str, Any]]:
-    shown: dict[int, TimelineItem] = timeline.item_of()
-    out = []
-    for pos, note in enumerate(notes):
-        item = shown.get(pos)
-        if pos in kept:
-            res = kept[pos].resolution
-        elif item is None:
-            res = "hidden"
-        else:
-            res = "record" if item.level == 0 else "merged"
-        row: dict[str, Any] = {"position": pos, "unit": note.unit_key, "label": note.label, "resolution": res}
-        if pos in why:
-            row["why"] = why[pos].why
-            row["score"] = round(why[pos].score, 4)
-        out.append(row)
+    """One row per old unit: its resolution in this memory and, for candidates, why."""
+    out: list[dict[str, Any]] = [{"position": pos, "unit": notes[pos].unit_key, "label": notes[pos].label,
+                                  "resolution": "hidden"} for pos in range(timeline.hidden_until)]
+    for item in timeline.items:
+        res = "record" if item.level == 0 else "merged"
+        out.extend({"position": pos, "unit": notes[pos].unit_key, "label": notes[pos].label,
+                    "resolution": res} for pos in range(item.start, item.end))
+    for pos, e in kept.items():
+        out[pos]["resolution"] = e.resolution
+    for pos, c in why.items():
+        out[pos]["why"] = c.why
+        out[pos]["score"] = round(c.score, 4)
     return out

@@ -12,8 +12,11 @@ last resort the oldest items are hidden for that call (their units stay stored).
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+import numpy as np
 
 from .index import NamespaceIndex
 from .protocols import RecordWriter, Tokenizer
@@ -45,58 +48,75 @@ def merged_label(first: Note, last: Note) -> str:
     return f"{first.label} .. {last.label}"
 
 
+def _line_tokens(tokenizer: Tokenizer, line: str) -> int:
+    return tokenizer.count(line) + 1  # + the newline that joins lines
+
+
+def record_item(pos: int, note: Note, index: NamespaceIndex, tokenizer: Tokenizer) -> TimelineItem:
+    """The timeline line of one record (memoised in the index)."""
+    cache_key = (pos, pos + 1, note.unit_key)
+    item = index.timeline_items.get(cache_key)
+    if item is None:
+        line = record_line(note)
+        item = index.timeline_items[cache_key] = TimelineItem(pos, pos + 1, 0, note.record, line,
+                                                              _line_tokens(tokenizer, line))
+    return item
+
+
+def merge_items(group: Sequence[TimelineItem], notes: Sequence[Note], index: NamespaceIndex,
+                writer: RecordWriter, tokenizer: Tokenizer) -> tuple[TimelineItem, int]:
+    """One merged item for consecutive items (memoised in the index and the store);
+    returns it and the LLM calls it took."""
+    start, end = group[0].start, group[-1].end
+    # A unit key includes its parent's, so the last key names the whole covered chain.
+    cache_key = (start, end, notes[end - 1].unit_key, writer.name)
+    cached = index.timeline_items.get(cache_key)
+    if cached is not None:
+        return cached, 0
+    calls = 0
+    level = max(it.level for it in group) + 1
+    covers = tuple(n.unit_key for n in notes[start:end])
+    key = merge_key(covers, writer.name)
+    merged = index.get_merged(key)
+    if merged is None:
+        text, calls = writer.merge([it.text for it in group])
+        merged = MergedRecord(key=key, covers=covers, text=text, tokens=tokenizer.count(text),
+                              level=level, writer=writer.name)
+        index.put_merged(merged)
+    line = f"- [{merged_label(notes[start], notes[end - 1])}] (merged) {merged.text}"
+    item = TimelineItem(start, end, level, merged.text, line, _line_tokens(tokenizer, line), key)
+    index.timeline_items[cache_key] = item
+    return item, calls
+
+
 class Timeline:
-    """Builds the timeline for one render over the old units (notes in time order)."""
+    """The timeline of one render over the old units (notes in time order).
+
+    Built either from scratch (:meth:`merge_down_to` walks every item; used when the old
+    units are not the index's first notes, for example after an edit forked the chain) or
+    from the items :class:`TimelineLevels` computed incrementally (the usual case).
+    """
 
     def __init__(self, notes: Sequence[Note], index: NamespaceIndex, writer: RecordWriter,
-                 tokenizer: Tokenizer, fanin: int = 4) -> None:
+                 tokenizer: Tokenizer, fanin: int = 4,
+                 items: Sequence[TimelineItem] | None = None, llm_calls: int = 0) -> None:
         self.notes = notes
         self.index = index
         self.writer = writer
         self.tokenizer = tokenizer
         self.fanin = fanin
-        self.llm_calls = 0
-        self.items: list[TimelineItem] = [self._record_item(i, n) for i, n in enumerate(notes)]
+        self.llm_calls = llm_calls
+        if items is None:
+            items = [record_item(i, n, index, tokenizer) for i, n in enumerate(notes)]
+        self.items: list[TimelineItem] = list(items)
         self.total = sum(it.tokens for it in self.items)
         self.hidden_until = 0
-
-    def _count(self, line: str) -> int:
-        return self.tokenizer.count(line) + 1  # + the newline that joins lines
-
-    def _record_item(self, pos: int, note: Note) -> TimelineItem:
-        cache_key = (pos, pos + 1, note.unit_key)
-        item = self.index.timeline_items.get(cache_key)
-        if item is None:
-            line = record_line(note)
-            item = self.index.timeline_items[cache_key] = TimelineItem(pos, pos + 1, 0, note.record, line,
-                                                                       self._count(line))
-        return item
+        self._starts: list[int] | None = None
 
     def _merge(self, group: Sequence[TimelineItem]) -> TimelineItem:
-        start, end = group[0].start, group[-1].end
-        # A unit key includes its parent's, so the last key names the whole covered chain.
-        cache_key = (start, end, self.notes[end - 1].unit_key, self.writer.name)
-        cached = self.index.timeline_items.get(cache_key)
-        if cached is not None:
-            return cached
-        item = self._merge_uncached(group)
-        self.index.timeline_items[cache_key] = item
+        item, calls = merge_items(group, self.notes, self.index, self.writer, self.tokenizer)
+        self.llm_calls += calls
         return item
-
-    def _merge_uncached(self, group: Sequence[TimelineItem]) -> TimelineItem:
-        start, end = group[0].start, group[-1].end
-        level = max(it.level for it in group) + 1
-        covers = tuple(n.unit_key for n in self.notes[start:end])
-        key = merge_key(covers, self.writer.name)
-        merged = self.index.get_merged(key)
-        if merged is None:
-            text, calls = self.writer.merge([it.text for it in group])
-            self.llm_calls += calls
-            merged = MergedRecord(key=key, covers=covers, text=text, tokens=self.tokenizer.count(text),
-                                  level=level, writer=self.writer.name)
-            self.index.put_merged(merged)
-        line = f"- [{merged_label(self.notes[start], self.notes[end - 1])}] (merged) {merged.text}"
-        return TimelineItem(start, end, level, merged.text, line, self._count(line), key)
 
     def _aligned_at(self, i: int, level: int) -> bool:
         span = self.fanin ** (level + 1)
@@ -108,6 +128,7 @@ class Timeline:
 
     def merge_down_to(self, target: float) -> None:
         """Merge (lowest level, oldest first) until the timeline is at most ``target`` tokens."""
+        self._starts = None
         level = 0
         while self.total > target and any(it.level == level for it in self.items):
             out: list[TimelineItem] = []
@@ -124,6 +145,11 @@ class Timeline:
                     i += 1
             self.items = out
             level += 1
+        self.merge_unaligned(target)
+
+    def merge_unaligned(self, target: float) -> None:
+        """No aligned group is left: merge the oldest few items regardless of alignment."""
+        self._starts = None
         while self.total > target and len(self.items) > 1:
             group = self.items[: min(self.fanin, len(self.items))]
             merged = self._merge(group)
@@ -135,11 +161,123 @@ class Timeline:
     def hide_down_to(self, target: float, keep: int = 0) -> None:
         """Hide the oldest items (for this call only) until at most ``target`` tokens,
         keeping at least the ``keep`` newest items."""
-        while len(self.items) > keep and self.total > target:
-            item = self.items.pop(0)
-            self.total -= item.tokens
-            self.hidden_until = item.end
+        n_hide = 0
+        total = self.total
+        while len(self.items) - n_hide > keep and total > target:
+            total -= self.items[n_hide].tokens
+            n_hide += 1
+        if n_hide:
+            self.hidden_until = self.items[n_hide - 1].end
+            self.items = self.items[n_hide:]
+            self.total = total
+            self._starts = None
 
-    def item_of(self) -> dict[int, TimelineItem]:
-        """Old-unit position -> the item showing it (units hidden are absent)."""
-        return {pos: it for it in self.items for pos in range(it.start, it.end)}
+    def item_at(self, pos: int) -> TimelineItem | None:
+        """The item showing old unit ``pos`` (None when it is hidden this call)."""
+        if self._starts is None:
+            self._starts = [it.start for it in self.items]
+        i = bisect_right(self._starts, pos) - 1
+        if i < 0:
+            return None
+        item = self.items[i]
+        return item if item.start <= pos < item.end else None
+
+
+class TimelineLevels:
+    """The canonical timeline of :meth:`Timeline.merge_down_to`, computed incrementally.
+
+    Over the index's notes in write order, the merge rule has a closed form: every level
+    below some level ``L`` is merged completely, level ``L`` is merged for its ``j``
+    oldest aligned groups, and the unaligned fallback applies only if all of that is still
+    too long. Per level this class keeps the merged items made so far (oldest first, they
+    never change) and the prefix sums of the tokens each merge saves, so a call finds ``L``
+    and ``j`` with a few array searches and builds only the items it shows, instead of
+    walking the whole history. Everything here is derived from the notes, so a process
+    that rebuilds it from the store renders byte-identically.
+    """
+
+    def __init__(self, index: NamespaceIndex, writer: RecordWriter, tokenizer: Tokenizer, fanin: int) -> None:
+        self.index = index
+        self.writer = writer
+        self.tokenizer = tokenizer
+        self.fanin = fanin
+        self.records: list[TimelineItem] = []
+        self._record_sums = [0]
+        #: merged[L][g]: the merge of aligned group g of level L (an item of level L + 1).
+        self.merged: list[list[TimelineItem]] = []
+        #: saved[L][g]: tokens saved by merging groups 0..g-1 of level L.
+        self.saved: list[list[int]] = []
+
+    def _inputs(self, level: int) -> list[TimelineItem]:
+        return self.records if level == 0 else self.merged[level - 1]
+
+    def _grow_records(self, n: int) -> None:
+        notes = self.index.notes
+        while len(self.records) < n:
+            pos = len(self.records)
+            item = record_item(pos, notes[pos], self.index, self.tokenizer)
+            self.records.append(item)
+            self._record_sums.append(self._record_sums[-1] + item.tokens)
+
+    def _group(self, level: int, g: int) -> int:
+        """Make sure group ``g`` of ``level`` is merged; returns the LLM calls that took."""
+        while len(self.merged) <= level:
+            self.merged.append([])
+            self.saved.append([0])
+        calls = 0
+        while len(self.merged[level]) <= g:
+            k = len(self.merged[level])
+            group = self._inputs(level)[self.fanin * k:self.fanin * (k + 1)]
+            item, c = merge_items(group, self.index.notes, self.index, self.writer, self.tokenizer)
+            calls += c
+            self.merged[level].append(item)
+            self.saved[level].append(self.saved[level][-1] + sum(it.tokens for it in group) - item.tokens)
+        return calls
+
+    def _first_fit(self, level: int, groups: int, total: int, target: float) -> tuple[int, int]:
+        """The fewest oldest groups of ``level`` whose merge brings ``total`` within ``target``
+        (all ``groups`` if none do), merging groups not merged before; returns (j, LLM calls)."""
+        have = min(groups, len(self.merged[level]) if level < len(self.merged) else 0)
+        if have:
+            fits = np.flatnonzero(total - np.asarray(self.saved[level][1:have + 1]) <= target)
+            if len(fits):
+                return int(fits[0]) + 1, 0
+        j, calls = have, 0
+        while j < groups:
+            calls += self._group(level, j)
+            j += 1
+            if total - self.saved[level][j] <= target:
+                break
+        return j, calls
+
+    def build(self, notes: Sequence[Note], target: float) -> Timeline:
+        """The timeline of the first ``len(notes)`` notes merged down to ``target`` tokens
+        (the same items as ``Timeline(notes).merge_down_to(target)``)."""
+        n = len(notes)
+        self._grow_records(n)
+        total = self._record_sums[n]
+        calls = 0
+        counts = [n]  # items at each level before its merges
+        merged_at: list[int] = []  # oldest groups merged at each level
+        level = 0
+        while counts[level] > 0 and total > target:
+            groups = counts[level] // self.fanin
+            j, c = self._first_fit(level, groups, total, target)
+            calls += c
+            if j:
+                total -= self.saved[level][j]
+            merged_at.append(j)
+            if j < groups or total <= target or groups == 0:
+                break
+            counts.append(groups)
+            level += 1
+        if not merged_at:
+            items = self.records[:n]
+        else:
+            top = len(merged_at) - 1
+            items = list(self.merged[top][:merged_at[top]]) if merged_at[top] else []
+            for lv in range(top, -1, -1):
+                items.extend(self._inputs(lv)[self.fanin * merged_at[lv]:counts[lv]])
+        timeline = Timeline(notes, self.index, self.writer, self.tokenizer, self.fanin, items, calls)
+        timeline.merge_unaligned(target)
+        return timeline

@@ -32,8 +32,15 @@ def evaluate(dataset: str, data: str | Path, budgets: Sequence[int] = (4000, 800
              methods: Sequence[str] | None = None, *, limit: int | None = None, workers: int = 1,
              progress: bool = False, dump_path: Path | None = None,
              config: dict[str, Any] | None = None,
-             on_partial: Callable[[list[dict[str, Any]]], None] | None = None) -> list[dict[str, Any]]:
-    """Evaluate methods on a dataset file; returns rows ``{dataset, method, budget, metric, value, n}``."""
+             on_partial: Callable[[list[dict[str, Any]]], None] | None = None,
+             threads: int | None = None) -> list[dict[str, Any]]:
+    """Evaluate methods on a dataset file; returns rows ``{dataset, method, budget, metric, value, n}``.
+
+    Trajectories also get the prompt-cache rows ``cached_prefix_share``, ``cost_per_call``
+    (carrying its ``price_model``) and ``calls`` (see :mod:`flexamem_eval.report`).
+    ``threads``: torch threads per process (default: the cores shared among the workers)."""
+    if threads is not None and threads < 1:
+        raise EvalError(f"threads must be at least 1, got {threads}")
     budgets_t, names = _check(budgets, methods)
     items = load(dataset, data, limit)
     if not items:
@@ -51,13 +58,13 @@ def evaluate(dataset: str, data: str | Path, budgets: Sequence[int] = (4000, 800
         if on_partial is not None:
             on_partial(aggregate(dataset, done))
 
-    results = run(items, spec, workers=workers, progress=progress, on_result=flush)
+    results = run(items, spec, workers=workers, progress=progress, on_result=flush, threads=threads)
     return aggregate(dataset, results)
 
 
 def evaluate_to_dir(dataset: str, data: str | Path, *, budgets: Sequence[int], methods: Sequence[str] | None,
                     out: str | Path, limit: int | None = None, workers: int = 1, dump: bool = False,
-                    progress: bool = True) -> list[Path]:
+                    progress: bool = True, threads: int | None = None) -> list[Path]:
     """Run :func:`evaluate` and write results.json, results.md, plots (and renders.jsonl)."""
     out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -70,6 +77,6 @@ def evaluate_to_dir(dataset: str, data: str | Path, *, budgets: Sequence[int], m
         write_outputs(out_dir, rows, order, plots=False)
 
     rows = evaluate(dataset, data, budgets, methods, limit=limit, workers=workers, progress=progress,
-                    dump_path=dump_path, on_partial=partial)
+                    dump_path=dump_path, on_partial=partial, threads=threads)
     paths = write_outputs(out_dir, rows, order)
     return [*paths, dump_path] if dump_path is not None else paths

@@ -13,13 +13,34 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from flexamem_core.prompt_cache import CACHED_PRICE, NEW_PRICE, call_cost
+
 from .metrics import percentile, share
+from .plots import plot_metrics, plot_prompt_cache
 from .runner import ItemResult, RenderRecord
 
 CONVERSATION_METRICS = ("evidence_turns_full", "evidence_turns_part", "questions_all_evidence")
 TRAJECTORY_METRICS = ("reused_detail_recall", "command_trace_recall")
+#: Prompt caching over the model calls whose history exceeds B_bar (trajectories).
+CACHE_METRICS = ("cached_prefix_share", "cost_per_call", "calls")
 COMMON_METRICS = ("context_tokens_mean", "context_tokens_max", "render_ms_p50", "render_ms_p95",
                   "write_ms_per_unit", "llm_calls_per_unit")
+
+#: The price model of ``cost_per_call``, carried by its rows in results.json.
+PRICE_MODEL = {
+    "unit": "price of one plain (uncached) input token",
+    "cached_token": CACHED_PRICE,
+    "new_token": NEW_PRICE,
+    "cached": "longest common token prefix with the previous call of the same method and budget",
+}
+PRICE_NOTE = (
+    f"Prompt caching (trajectories): `cached_prefix_share` is cached / prompt tokens summed over the model "
+    f"calls whose history exceeds B_bar = 0.95 x budget, a call's cached tokens being its longest common "
+    f"token prefix with the previous call of the same method and budget (the previous call may be a "
+    f"passthrough below B_bar; the first call of a run has none). `cost_per_call` is the mean over those "
+    f"calls of {CACHED_PRICE} x cached + {NEW_PRICE} x new input tokens, in units of one plain input token "
+    f"(cache reads at {CACHED_PRICE}, cache writes at {NEW_PRICE}, as Anthropic bills them; output tokens "
+    f"not counted). `calls` is the number of those calls.")
 
 #: How a method is named in tables and plots when its name alone would mislead.
 LABELS = {
@@ -79,6 +100,7 @@ def aggregate(dataset: str, results: Sequence[ItemResult]) -> list[dict[str, Any
             rows.append(_row(dataset, method, budget, "command_trace_recall",
                              share(sum(r.trace_hits for r in recs), trace), trace))
             rows.append(_row(dataset, method, budget, "steps", len(recs), len(recs)))
+            rows += _cache_rows(dataset, method, budget, recs)
         tokens = [r.tokens for r in recs]
         ms = [r.ms for r in recs]
         rows.append(_row(dataset, method, budget, "context_tokens_mean", sum(tokens) / len(tokens), len(recs)))
@@ -93,14 +115,27 @@ def aggregate(dataset: str, results: Sequence[ItemResult]) -> list[dict[str, Any
     return rows
 
 
+def _cache_rows(dataset: str, method: str, budget: int, recs: Sequence[RenderRecord]) -> list[dict[str, Any]]:
+    """``cached_prefix_share`` (n: prompt tokens), ``cost_per_call`` (n: calls) and ``calls``."""
+    calls = [r for r in recs if r.cached is not None]
+    tokens = sum(r.tokens for r in calls)
+    cost = share(sum(call_cost(r.tokens, r.cached or 0) for r in calls), len(calls))
+    return [
+        _row(dataset, method, budget, "cached_prefix_share", share(sum(r.cached or 0 for r in calls), tokens),
+             tokens),
+        {**_row(dataset, method, budget, "cost_per_call", cost, len(calls)), "price_model": PRICE_MODEL},
+        _row(dataset, method, budget, "calls", len(calls), len(calls)),
+    ]
+
+
 # ------------------------------------------------------------------------------ Markdown
 
 def _fmt(metric: str, value: float | None) -> str:
     if value is None:
         return "–"
-    if metric.startswith(("evidence", "questions_all", "reused", "command")):
+    if metric.startswith(("evidence", "questions_all", "reused", "command", "cached_prefix")):
         return f"{100 * value:.1f}"
-    if metric.startswith(("context_tokens", "questions", "steps", "abstention")):
+    if metric.startswith(("context_tokens", "questions", "steps", "abstention", "calls", "cost_per_call")):
         return f"{value:,.0f}"
     return f"{value:.2f}"
 
@@ -124,7 +159,10 @@ def markdown(rows: Sequence[dict[str, Any]], methods_order: Sequence[str] | None
                                      + [r["method"] for r in drows]))
         budgets = sorted({r["budget"] for r in drows})
         conversation = any(r["metric"] == "evidence_turns_full" for r in drows)
-        main = (CONVERSATION_METRICS if conversation else TRAJECTORY_METRICS) + COMMON_METRICS
+        cache = () if conversation or not any(r["metric"] == "cost_per_call" for r in drows) else CACHE_METRICS
+        main = (CONVERSATION_METRICS if conversation else TRAJECTORY_METRICS) + cache + COMMON_METRICS
+        if cache:
+            out += [PRICE_NOTE, ""]
         for budget in budgets:
             n_line = ""
             first = index.get((dataset, methods[0], budget, main[0]))
@@ -153,12 +191,15 @@ def markdown(rows: Sequence[dict[str, Any]], methods_order: Sequence[str] | None
 
 def write_outputs(out_dir: Path, rows: Sequence[dict[str, Any]], methods_order: Sequence[str] = (),
                   plots: bool = True) -> list[Path]:
-    """``results.json``, ``results.md`` and one PNG per metric; returns the paths written."""
-    from .plots import plot_metrics
-
+    """``results.json``, ``results.md``, one PNG per metric and one of the prompt-cache
+    measures (trajectories); returns the paths written."""
     out_dir.mkdir(parents=True, exist_ok=True)
     json_path = out_dir / "results.json"
     json_path.write_text(json.dumps(list(rows), indent=1), encoding="utf-8")
     md_path = out_dir / "results.md"
     md_path.write_text(markdown(rows, methods_order), encoding="utf-8")
-    return [json_path, md_path, *(plot_metrics(out_dir, rows, methods_order) if plots else [])]
+    if not plots:
+        return [json_path, md_path]
+    lines = plot_metrics(out_dir, rows, CONVERSATION_METRICS + TRAJECTORY_METRICS + COMMON_METRICS,
+                         methods_order, LABELS)
+    return [json_path, md_path, *lines, *plot_prompt_cache(out_dir, rows, methods_order, LABELS)]

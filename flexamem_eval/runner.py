@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import os
+import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -17,12 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from flexamem_core import FlexAMemConfig, Message
+from flexamem_core.prompt_cache import CacheMeter
 from flexamem_core.units import reader_blocks
 
 from .actions import trajectory_targets
 from .items import ConversationItem, Item, TrajectoryItem
 from .methods import make_method, method_class
-from .methods.base import Env, context_text
+from .methods.base import Env, WriteCost, context_text
 from .metrics import EvidenceTurn, evidence_shown, score_step
 
 
@@ -37,9 +40,14 @@ class Spec:
     config: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass
+@dataclass(slots=True)
 class RenderRecord:
-    """One rendered context and what the metrics found in it."""
+    """One rendered context and what the metrics found in it.
+
+    Trajectories: one record per model call whose history exceeds B_bar, with ``cached``,
+    the tokens at its start that a prompt cache reuses from the previous call of the same
+    method and budget (:class:`~flexamem_core.prompt_cache.CacheMeter`).
+    """
 
     method: str
     budget: int
@@ -56,9 +64,10 @@ class RenderRecord:
     reused_total: int = 0
     trace_hits: int = 0
     trace_total: int = 0
+    cached: int | None = None
 
 
-@dataclass
+@dataclass(slots=True)
 class WriteRecord:
     method: str
     item_id: str
@@ -157,34 +166,47 @@ def _conversation(item: ConversationItem, spec: Spec, env: Env, tick: Tick) -> I
 
 
 def _trajectory(item: TrajectoryItem, spec: Spec, env: Env, tick: Tick) -> ItemResult:
+    """Every method renders before every model call (each assistant message), one budget after
+    the other with a fresh instance, so a stateful method sees one budget's calls in order.
+
+    Calls whose history fits B_bar pass through; they are rendered too (as a live agent
+    renders every call) and are the previous request of the prompt-cache meter, but only
+    calls whose history exceeds B_bar are recorded and measured.
+    """
     out = ItemResult()
     messages: Sequence[Message] = item.messages
-    targets = trajectory_targets(messages)
+    targets = trajectory_targets(messages)  # one per assistant message, i.e. per model call
     sizes = {t.step: env.count(messages[: t.message_index]) for t in targets}
     shared: dict[str, Any] = {}
     for name in spec.methods:
         _warm(name, env)
-        method = make_method(name, env, shared)
-        for target in targets:
-            history = list(messages[: target.message_index])
-            for budget in spec.budgets:
-                if sizes[target.step] <= env.effective(budget):
-                    continue
+        costs: dict[int, WriteCost] = {}
+        for budget in spec.budgets:
+            method = make_method(name, env, shared)
+            meter = CacheMeter(env.tokenizer)
+            limit = env.effective(budget)
+            for target in targets:
+                history = list(messages[: target.message_index])
                 t0 = time.perf_counter()
                 context = method.step_context(history, budget)
                 ms = (time.perf_counter() - t0) * 1000
-                text = context_text(context)
                 tokens = env.count(context)
+                cached = meter.add(context, tokens)[1]
+                if sizes[target.step] <= limit:
+                    continue
+                text = context_text(context)
                 res = score_step(text, target)
                 out.renders.append(RenderRecord(
                     name, budget, item.item_id, "all", tokens, ms, step=target.step,
                     reused_hits=res.reused_hits, reused_total=res.reused_total,
-                    trace_hits=res.trace_hits, trace_total=res.trace_total))
+                    trace_hits=res.trace_hits, trace_total=res.trace_total, cached=cached))
                 if spec.dump:
                     out.dumps.append(_dump(spec, item.item_id, name, budget, target.step, text, tokens))
-        if method.cost.units:
-            out.writes.append(WriteRecord(name, item.item_id, method.cost.ms, method.cost.units,
-                                          method.cost.llm_calls))
+            costs[id(method.cost)] = method.cost  # methods of one item may share one cost
+        units = sum(c.units for c in costs.values())
+        if units:
+            out.writes.append(WriteRecord(name, item.item_id, sum(c.ms for c in costs.values()), units,
+                                          sum(c.llm_calls for c in costs.values())))
         else:  # writes nothing: zero cost over the trajectory's units
             out.writes.append(WriteRecord(name, item.item_id, 0.0, _unit_count(env, messages), 0))
         tick(1 / len(spec.methods))
@@ -200,14 +222,41 @@ def _unit_count(env: Env, messages: Sequence[Message]) -> int:
     return len(pack_units(rest, "agent", env.tokenizer, env.config.agent_unit_tokens))
 
 
-def _init_worker(config: dict[str, Any]) -> None:
-    """Load the tokenizer once per worker process."""
+def limit_threads(threads: int) -> None:
+    """Intra-op threads of torch (the embedder) in this process.
+
+    More threads than free cores make torch's thread pool spin against itself: on a shared
+    2-core machine an embedding-bound method ran up to 30 times slower with 2 threads than
+    with 1. Set before torch loads (``OMP_NUM_THREADS``) or after (``set_num_threads``).
+    """
+    os.environ["OMP_NUM_THREADS"] = str(threads)
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(threads)
+
+
+def _init_worker(config: dict[str, Any], threads: int | None) -> None:
+    """Load the tokenizer once per worker process; bound its torch threads."""
+    if threads:
+        limit_threads(threads)
     _env(Spec(dataset="", budgets=(), methods=(), config=config))
 
 
+def worker_threads(workers: int, threads: int | None = None) -> int | None:
+    """Torch threads per process: ``threads`` if given; else, for several workers, the cores
+    shared out among them (unless ``OMP_NUM_THREADS`` is set); else torch's own default."""
+    if threads:
+        return threads
+    if workers > 1 and "OMP_NUM_THREADS" not in os.environ:
+        return max(1, (os.cpu_count() or 1) // workers)
+    return None
+
+
 def run(items: Sequence[Item], spec: Spec, workers: int = 1, progress: bool = True,
-        on_result: Callable[[ItemResult], None] | None = None) -> list[ItemResult]:
-    """Evaluate items, in ``workers`` processes when more than one; results in item order."""
+        on_result: Callable[[ItemResult], None] | None = None, threads: int | None = None) -> list[ItemResult]:
+    """Evaluate items, in ``workers`` processes when more than one; results in item order.
+
+    ``threads``: torch threads per process (see :func:`worker_threads`)."""
     from tqdm.auto import tqdm
 
     results: list[ItemResult | None] = [None] * len(items)
@@ -231,7 +280,10 @@ def run(items: Sequence[Item], spec: Spec, workers: int = 1, progress: bool = Tr
         if render_ms:
             bar.set_postfix(renders=len(render_ms), render_ms_mean=f"{sum(render_ms) / len(render_ms):.1f}")
 
+    per_worker = worker_threads(workers, threads)
     if workers <= 1:
+        if per_worker:
+            limit_threads(per_worker)
         for i, item in enumerate(items):
             base = shown[0]
             size = item_size(item)
@@ -245,7 +297,7 @@ def run(items: Sequence[Item], spec: Spec, workers: int = 1, progress: bool = Tr
     else:
         ctx = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker,
-                                 initargs=(spec.config,)) as pool:
+                                 initargs=(spec.config, per_worker)) as pool:
             futures = {pool.submit(evaluate_item, item, spec): i for i, item in enumerate(items)}
             for fut in as_completed(futures):
                 done(futures[fut], fut.result())

@@ -10,6 +10,7 @@ from .base import Env, Method
 #: name -> (module, class); the order is the order of tables and plots.
 METHODS: dict[str, tuple[str, str]] = {
     "flexamem-unit": ("ours", "FlexAMemUnit"),
+    "flexamem-unit-per-call": ("ours", "FlexAMemUnitPerCall"),
     "flexamem-piece": ("ours", "FlexAMemPiece"),
     "timeline-only": ("ours", "TimelineOnly"),
     "flexamem-unit-no-excerpts": ("ours", "NoExcerpts"),

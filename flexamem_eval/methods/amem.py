@@ -92,6 +92,9 @@ class AMem(_Ours):
         chosen = self._choose(notes, order, room_for_memory(self.env, [], fixed, limit))
         return fit(self.env, [], fixed, chosen, self._renderer("reader", notes), limit)
 
+    # The base rule (passthrough, else fit_step), not FlexA-Mem's render that _Ours uses.
+    step_context = Method.step_context
+
     def fit_step(self, history: Sequence[Message], budget: int, limit: int) -> list[Message]:
         mem = self.memory("agent")
         self._ingest(mem, history, final=False)

@@ -16,10 +16,13 @@ from typing import Any, ClassVar
 
 from flexamem_core import Embedder, FlexAMemConfig, Message, Tokenizer
 from flexamem_core.messages import message_text
-from flexamem_core.render import count_messages
+from flexamem_core.render import PER_MESSAGE, PER_REQUEST
 from flexamem_core.units import PackedUnit, pack_units
 
 from ..items import Question
+
+#: Messages whose counts :meth:`Env.count` keeps (cleared when full).
+COUNT_CACHE = 20_000
 
 
 @dataclass
@@ -29,6 +32,8 @@ class Env:
     tokenizer: Tokenizer
     embedder_factory: Any = None
     config: FlexAMemConfig = field(default_factory=FlexAMemConfig)
+    #: id(message) -> (message, its tokens with format overhead); see :meth:`count`.
+    _counts: dict[int, tuple[Message, int]] = field(default_factory=dict, repr=False, compare=False)
 
     @cached_property
     def embedder(self) -> Embedder:
@@ -39,8 +44,28 @@ class Env:
         return self.embedder_factory()
 
     def count(self, messages: Sequence[Message]) -> int:
-        """Tokens of a request, counted as the core counts its own renders."""
-        return count_messages(messages, self.tokenizer)
+        """Tokens of a request, counted as the core counts its own renders
+        (:func:`flexamem_core.render.count_messages`).
+
+        Messages are immutable, so each message's count is kept by identity (the message is
+        kept with it, so an id is never reused while cached): methods count the same history
+        messages many times per call, and a message's text is rebuilt on every access.
+        """
+        if not messages:
+            return 0
+        cache = self._counts
+        total = PER_REQUEST
+        for m in messages:
+            hit = cache.get(id(m))
+            if hit is None or hit[0] is not m:
+                n = PER_MESSAGE + self.tokenizer.count(message_text(m))
+                if len(cache) >= COUNT_CACHE:
+                    cache.clear()
+                cache[id(m)] = (m, n)
+                total += n
+            else:
+                total += hit[1]
+        return total
 
     def effective(self, budget: int) -> int:
         """B_bar for a budget."""

@@ -77,6 +77,13 @@ class FlexAMemUnit(_Ours):
     switches: ClassVar = {"reader": {"mode": "unit"}, "agent": {"mode": "unit"}}
 
 
+class FlexAMemUnitPerCall(_Ours):
+    """Unit recovery rendered afresh on every call (the paper's rule, ``cache_stable=False``)."""
+
+    name = "flexamem-unit-per-call"
+    switches: ClassVar = {"reader": {"mode": "unit"}, "agent": {"mode": "unit", "cache_stable": False}}
+
+
 class FlexAMemPiece(_Ours):
     """Piece recovery (the default for questions over a history)."""
 

@@ -72,8 +72,9 @@ class PaMER(Method):
         self.writer = RuleRecordWriter(SUMMARY_WORDS)
         self.states: dict[int, _State] = {}
         self._block_vectors: dict[int, np.ndarray] = {}
-        # PaMER and PaMER+ write the same summaries: the first to run reports the cost for both.
-        self._owner = "pamer_cost" not in self.shared
+        # PaMER and PaMER+ write the same summaries: the first of them to run reports the cost for
+        # both (every instance of that one, e.g. one per budget, adds to it).
+        self._owner = self.shared.setdefault("pamer_owner", self.name) == self.name
         self.cost = self.shared.setdefault("pamer_cost", WriteCost())
 
     # ---------------------------------------------------------------- blocks

@@ -5,6 +5,12 @@ For every model call of a saved ``.traj.json`` (v1 or v2; JSON Lines collections
 FlexA-Mem for ``--budget``, in order, with one memory, exactly as :class:`FlexAMemModel`
 would have done live (memoised merges included). The rendered context is printed step by
 step with a summary of the render report, or as one JSON document with ``--json``.
+
+Every step also says what a provider's prompt cache would have reused from the previous
+call (``cached_tokens``) and what the call costs (``cost``, in plain input tokens: a cached
+token 0.1, a new one 1.25; :mod:`flexamem_core.prompt_cache`); the totals over the run's
+calls (``cached_prefix_share``, ``cost_per_call``) close the output. The tool schemas are
+sent first and are the same on every call, so they are cached whenever a previous call was.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from typing import Any, TextIO
 
 from flexamem_core import FlexAMem, FlexAMemConfig, Message, MessageError
 from flexamem_core.messages import message_text
+from flexamem_core.prompt_cache import CACHED_PRICE, NEW_PRICE, call_cost, common_prefix_tokens
 
 from .convert import to_core, to_host
 from .tools import tool_schema_tokens
@@ -46,6 +53,49 @@ def replay_steps(trajectory: Mapping[str, Any], budget: int, *, memory: FlexAMem
                  mode: str = "unit", only_step: int | None = None,
                  tool_tokens: int | None = None) -> list[dict[str, Any]]:
     """Render the history before every model call; return the steps (only ``only_step`` if given)."""
+    return replay(trajectory, budget, memory=memory, mode=mode, only_step=only_step,
+                  tool_tokens=tool_tokens)["steps"]
+
+
+class _CacheTotals:
+    """Prompt-cache accounting of consecutive calls of one run, tool schemas first."""
+
+    def __init__(self, memory: FlexAMem, tool_tokens: int) -> None:
+        self.tokenizer = memory.tokenizer
+        self.tool_tokens = tool_tokens
+        self.previous: list[Message] | None = None
+        self.calls = self.tokens = self.cached = 0
+        self.cost = 0.0
+
+    def add(self, messages: Sequence[Message], tokens: int) -> tuple[int, float]:
+        """Cached tokens and cost of one call of ``tokens`` tokens (tool schemas included)."""
+        hit = 0
+        if self.previous is not None:
+            hit = min(tokens, self.tool_tokens + common_prefix_tokens(self.previous, messages, self.tokenizer))
+        cost = call_cost(tokens, hit)
+        self.previous = list(messages)
+        self.calls += 1
+        self.tokens += tokens
+        self.cached += hit
+        self.cost += cost
+        return hit, cost
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"calls": self.calls, "tokens": self.tokens, "cached_tokens": self.cached,
+                "cached_prefix_share": round(self.cached / self.tokens, 6) if self.tokens else 0.0,
+                "cost": round(self.cost, 3),
+                "cost_per_call": round(self.cost / self.calls, 3) if self.calls else 0.0,
+                "price_model": {"unit": "price of one plain (uncached) input token",
+                                "cached_token": CACHED_PRICE, "new_token": NEW_PRICE}}
+
+
+def replay(trajectory: Mapping[str, Any], budget: int, *, memory: FlexAMem | None = None,
+           mode: str = "unit", only_step: int | None = None, tool_tokens: int | None = None) -> dict[str, Any]:
+    """Render the history before every model call: ``{"steps": [...], "totals": {...}}``.
+
+    ``steps`` holds every call (only ``only_step`` if given); ``totals`` is the prompt-cache
+    accounting of every call rendered (calls 1 to ``only_step`` if given).
+    """
     messages = trajectory.get("messages")
     if not isinstance(messages, list):
         raise TrajectoryError("the trajectory has no 'messages' list")
@@ -60,9 +110,11 @@ def replay_steps(trajectory: Mapping[str, Any], budget: int, *, memory: FlexAMem
     namespace = "replay-" + hashlib.sha256(seed.encode()).hexdigest()[:12]
     last = only_step or len(calls)
     steps: list[dict[str, Any]] = []
+    totals = _CacheTotals(memory, tool_tokens)
     for number, index in enumerate(calls[:last], 1):
         converted = to_core(messages[:index])
         rendered = memory.render(converted.messages, namespace=namespace, budget=budget, extra_tokens=tool_tokens)
+        cached, cost = totals.add(rendered.messages, rendered.tokens)
         if only_step is not None and number != only_step:
             continue
         steps.append({
@@ -71,13 +123,15 @@ def replay_steps(trajectory: Mapping[str, Any], budget: int, *, memory: FlexAMem
             "history_messages": len(converted.messages),
             "history_tokens": memory.count_messages(converted.messages, extra_tokens=tool_tokens),
             "tokens": rendered.tokens,
+            "cached_tokens": cached,
+            "cost": round(cost, 3),
             "passthrough": rendered.passthrough,
             "sent": [_plain(m) for m in to_host(rendered.messages, converted)],
             "rendered": [m.to_dict() for m in rendered.messages],
             "memory_text": rendered.memory_text,
             "report": rendered.report,
         })
-    return steps
+    return {"steps": steps, "totals": totals.as_dict()}
 
 
 def _plain(message: Mapping[str, Any]) -> dict[str, Any]:
@@ -96,14 +150,15 @@ def _cut(text: str, limit: int) -> str:
 
 
 def print_text(steps: Sequence[Mapping[str, Any]], budget: int, out: TextIO, *, summary: bool,
-               max_chars: int) -> None:
-    """Human-readable output: a header per step, then (unless summary) every message sent."""
+               max_chars: int, totals: Mapping[str, Any] | None = None) -> None:
+    """Human-readable output: a header per step, then (unless summary) every message sent;
+    the prompt-cache totals last."""
     for step in steps:
         kind = "passthrough" if step["passthrough"] else "memory"
         print(f"=== step {step['step']} (before message {step['message_index']}): history "
               f"{step['history_tokens']:,} tokens in {step['history_messages']} messages -> sent "
-              f"{step['tokens']:,} tokens in {len(step['rendered'])} messages, budget {budget:,} [{kind}] ===",
-              file=out)
+              f"{step['tokens']:,} tokens in {len(step['rendered'])} messages, budget {budget:,}, "
+              f"cached {step['cached_tokens']:,}, cost {step['cost']:,.1f} [{kind}] ===", file=out)
         if summary:
             continue
         for msg in step["rendered"]:
@@ -113,6 +168,11 @@ def print_text(steps: Sequence[Mapping[str, Any]], budget: int, out: TextIO, *, 
         if step["report"]:
             print(f"--- report: {json.dumps(_scalars(step['report']), default=str)}", file=out)
         print(file=out)
+    if totals:
+        print(f"=== prompt cache over {totals['calls']} calls: cached_prefix_share "
+              f"{100 * totals['cached_prefix_share']:.1f}% ({totals['cached_tokens']:,} of {totals['tokens']:,} "
+              f"tokens), cost_per_call {totals['cost_per_call']:,.1f} (plain input tokens; cached token "
+              f"{totals['price_model']['cached_token']}, new {totals['price_model']['new_token']}) ===", file=out)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -123,16 +183,18 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         trajectory = select_trajectory(load_trajectories(args.trajectory), args.instance, args.index)
-        steps = replay_steps(trajectory, args.budget, mode=args.mode, only_step=args.step,
-                             tool_tokens=args.tool_schema_tokens)
+        result = replay(trajectory, args.budget, mode=args.mode, only_step=args.step,
+                        tool_tokens=args.tool_schema_tokens)
     except (TrajectoryError, MessageError) as exc:
         print(f"flexamem replay: {exc}", file=sys.stderr)
         return 2
     if args.json:
         json.dump({"trajectory": str(args.trajectory), "instance_id": trajectory.get("instance_id"),
                    "trajectory_format": trajectory.get("trajectory_format"), "budget": args.budget,
-                   "steps": steps}, sys.stdout, indent=1, default=str, ensure_ascii=False)
+                   "steps": result["steps"], "totals": result["totals"]},
+                  sys.stdout, indent=1, default=str, ensure_ascii=False)
         print()
     else:
-        print_text(steps, args.budget, sys.stdout, summary=args.summary, max_chars=args.max_chars)
+        print_text(result["steps"], args.budget, sys.stdout, summary=args.summary, max_chars=args.max_chars,
+                   totals=result["totals"])
     return 0

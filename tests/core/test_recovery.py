@@ -40,7 +40,8 @@ def agent_history(n_lines: int = 14) -> list[dict]:
 
 
 def make(embedder, tokenizer, **settings) -> FlexAMem:
-    cfg = FlexAMemConfig(**{"budget": 3000, "agent_unit_tokens": 200, **settings})
+    """The paper's rule at the given budget: rendered afresh on every call."""
+    cfg = FlexAMemConfig(**{"budget": 3000, "agent_unit_tokens": 200, "cache_stable": False, **settings})
     return FlexAMem(cfg, tokenizer=tokenizer, embedder=embedder)
 
 

@@ -72,6 +72,17 @@ def test_cli_end_to_end_trajectories(tmp_path, capsys):
     assert set(dumps[0]) == {"dataset", "item_id", "method", "budget", "step", "context_text", "context_tokens"}
     assert (out / "results.md").read_text().count("## trajectories, budget") == 2
     assert (out / "trajectories_reused_detail_recall.png").exists()
+    cache = {(r["method"], r["budget"], r["metric"]): r for r in rows
+             if r["metric"] in ("cached_prefix_share", "cost_per_call", "calls")}
+    assert len(cache) == 3 * 2 * 3
+    for (method, budget, metric), r in cache.items():
+        steps = next(x for x in rows if (x["method"], x["budget"], x["metric"]) == (method, budget, "steps"))
+        assert cache[(method, budget, "calls")]["value"] == steps["value"] > 0
+        if metric == "cost_per_call":
+            assert r["price_model"]["cached_token"] == 0.1 and r["value"] > 0
+    assert cache[("full", 1000, "cached_prefix_share")]["value"] > cache[("truncation", 1000, "cached_prefix_share")][
+        "value"]
+    assert (out / "trajectories_prompt_cache.png").exists()
 
 
 def test_cli_longmemeval_and_bad_options(tmp_path, capsys):

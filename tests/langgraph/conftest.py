@@ -162,8 +162,10 @@ def check_run(received: Sequence[Sequence[BaseMessage]], state: Sequence[BaseMes
     - every model input obeys the message rules and fits B_bar, counted independently here;
     - once the history outgrew the budget, the model got one ``<memory>`` message right after the
       system prompt and the task, and not the full history;
-    - that memory holds the timeline (the first action's path) and recovered verbatim detail
-      from tool outputs that are no longer in the window;
+    - the last memory holds the timeline (the first action's path), and the memories of the
+      run recover verbatim detail from tool outputs that are no longer in their call's window
+      (a cache-stable memory keeps what it recovered and adds more only as room allows, so
+      not necessarily in the last call);
     - nothing of another thread (``other_tag``) appears.
     """
     script = investigation_script(tag)
@@ -201,9 +203,9 @@ def check_run(received: Sequence[Sequence[BaseMessage]], state: Sequence[BaseMes
     assert outputs[0] not in [m.text for m in last], "the oldest tool output left the window"
     text = memory.text
     assert f"{tag}/config/db.yaml" in text, "the timeline keeps the first action"
-    window = "\n".join(tool_outputs(last))
-    recovered = [line for out in outputs for line in out.splitlines()
-                 if len(line) > 40 and line in text and line not in window]
+    recovered = [line for call in received for shown in memory_messages(call)
+                 for out in outputs for line in out.splitlines()
+                 if len(line) > 40 and line in shown.text and line not in "\n".join(tool_outputs(call))]
     assert recovered, "memory must recover verbatim detail from outside the window"
     if other_tag is not None:
         assert other_tag not in text and all(other_tag not in m.text for m in last)
@@ -235,8 +237,9 @@ def lg_embedder(request: pytest.FixtureRequest) -> Any:
 @pytest.fixture
 def make_mem(lg_tokenizer: Any, lg_embedder: Any) -> Callable[..., FlexAMem]:
     """Build a FlexAMem on the shared tokenizer and embedder."""
-    def make(budget: int = BUDGET, store: Any = None) -> FlexAMem:
-        return FlexAMem(FlexAMemConfig(budget=budget), store=store if store is not None else InMemoryStore(),
+    def make(budget: int = BUDGET, store: Any = None, **settings: Any) -> FlexAMem:
+        return FlexAMem(FlexAMemConfig(budget=budget, **settings),
+                        store=store if store is not None else InMemoryStore(),
                         tokenizer=lg_tokenizer, embedder=lg_embedder)
     return make
 

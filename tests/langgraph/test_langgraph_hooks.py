@@ -105,7 +105,9 @@ def _run(graph: Any, lg: SimpleNamespace, tag: str, thread: str, use_async: bool
 
 
 def test_state_graph_render_in_model_node(lg: SimpleNamespace, make_mem: Any, make_model: Any) -> None:
-    mem = make_mem()
+    # The paper's rule (a fresh render every call): at this budget three units fill the
+    # context, so the cache-stable request has no room to recover detail outside its window.
+    mem = make_mem(cache_stable=False)
     renderer = FlexAMemRenderer(mem, tools=lg.TOOLS)
     extra = tool_tokens(mem, lg.TOOLS)
     for tag, other, use_async in (("orion", "vega", False), ("vega", "orion", True)):
@@ -115,7 +117,7 @@ def test_state_graph_render_in_model_node(lg: SimpleNamespace, make_mem: Any, ma
 
 
 def test_state_graph_render_node(lg: SimpleNamespace, make_mem: Any, make_model: Any) -> None:
-    mem = make_mem()
+    mem = make_mem(cache_stable=False)  # the paper's rule, as in the test above
     renderer = FlexAMemRenderer(mem, tools=lg.TOOLS)
     extra = tool_tokens(mem, lg.TOOLS)
     for tag, other, use_async in (("orion", "vega", True), ("vega", "orion", False)):

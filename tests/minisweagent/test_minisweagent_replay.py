@@ -119,8 +119,37 @@ def test_text_output_shows_each_step_and_the_report(capsys: pytest.CaptureFixtur
     rc, out, _ = _replay(capsys, str(v2_file), "--budget", str(BUDGET), "--summary")
     assert rc == 0
     lines = out.splitlines()
-    assert len(lines) == len(v2_steps) and all(line.startswith("=== step ") for line in lines)
-    assert lines[0].endswith("[passthrough] ===") and lines[-1].endswith("[memory] ===")
+    assert len(lines) == len(v2_steps) + 1 and all(line.startswith("=== step ") for line in lines[:-1])
+    assert lines[0].endswith("[passthrough] ===") and lines[-2].endswith("[memory] ===")
+    assert f"cached 0, cost {v2_steps[0]['cost']:,.1f} [passthrough]" in lines[0]
+    assert f"cached {v2_steps[1]['cached_tokens']:,}, cost {v2_steps[1]['cost']:,.1f}" in lines[1]
+    assert lines[-1].startswith(f"=== prompt cache over {len(v2_steps)} calls: cached_prefix_share ")
+    assert "cost_per_call" in lines[-1]
+
+
+def test_steps_carry_cached_tokens_and_the_run_totals(capsys: pytest.CaptureFixture[str], v2_file: Path,
+                                                      v2_steps: list[dict[str, Any]]) -> None:
+    rc, out, _ = _replay(capsys, str(v2_file), "--budget", str(BUDGET), "--json")
+    assert rc == 0
+    data = json.loads(out)
+    steps, totals = data["steps"], data["totals"]
+    assert steps == v2_steps
+    assert steps[0]["cached_tokens"] == 0 and steps[0]["cost"] == pytest.approx(1.25 * steps[0]["tokens"], abs=1e-3)
+    for prev, step in zip(steps, steps[1:]):
+        assert 0 < step["cached_tokens"] <= step["tokens"]
+        new = step["tokens"] - step["cached_tokens"]
+        assert step["cost"] == pytest.approx(0.1 * step["cached_tokens"] + 1.25 * new, abs=1e-3)
+        if prev["passthrough"] and step["passthrough"]:  # append-only: the whole previous call is cached
+            assert step["cached_tokens"] == prev["tokens"]
+    assert any(s["cached_tokens"] < s["tokens"] * 0.9 for s in steps[1:] if not s["passthrough"])
+    assert totals["calls"] == len(steps)
+    assert totals["tokens"] == sum(s["tokens"] for s in steps)
+    assert totals["cached_tokens"] == sum(s["cached_tokens"] for s in steps)
+    assert totals["cached_prefix_share"] == pytest.approx(totals["cached_tokens"] / totals["tokens"], abs=1e-6)
+    assert totals["cost_per_call"] == pytest.approx(sum(s["cost"] for s in steps) / len(steps), abs=0.01)
+    assert totals["price_model"]["cached_token"] == 0.1 and totals["price_model"]["new_token"] == 1.25
+    rc, out, _ = _replay(capsys, str(v2_file), "--budget", str(BUDGET), "--json", "--step", "3")
+    assert json.loads(out)["totals"]["calls"] == 3, "totals over the calls rendered up to --step"
 
 
 def test_v1_collections_need_a_selection(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

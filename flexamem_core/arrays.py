@@ -1,0 +1,47 @@
+"""An append-only numpy buffer: amortised O(1) appends, a view of the filled part.
+
+numpy has no growable array, and ``np.asarray(list)`` on every read would copy a whole
+index per call; this keeps per-document data of an index readable as one array while it
+grows by a few documents a call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+
+
+class GrowableArray:
+    """A 1-d numpy array that grows by appending (capacity doubles)."""
+
+    __slots__ = ("_data", "_n")
+
+    def __init__(self, dtype: type | np.dtype = np.int64, capacity: int = 16) -> None:
+        self._data = np.zeros(max(1, capacity), dtype=dtype)
+        self._n = 0
+
+    def __len__(self) -> int:
+        return self._n
+
+    def _reserve(self, n: int) -> None:
+        if n > len(self._data):
+            grown = np.zeros(max(n, 2 * len(self._data)), dtype=self._data.dtype)
+            grown[: self._n] = self._data[: self._n]
+            self._data = grown
+
+    def append(self, value: float) -> None:
+        self._reserve(self._n + 1)
+        self._data[self._n] = value
+        self._n += 1
+
+    def extend(self, values: Iterable[float]) -> None:
+        arr = np.fromiter(values, dtype=self._data.dtype)
+        self._reserve(self._n + len(arr))
+        self._data[self._n:self._n + len(arr)] = arr
+        self._n += len(arr)
+
+    @property
+    def view(self) -> np.ndarray:
+        """The filled part (a view: valid until the next append)."""
+        return self._data[: self._n]

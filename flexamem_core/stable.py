@@ -1,0 +1,205 @@
+"""The prompt-cache-stable request (``cache_stable``, the agent default).
+
+Providers bill a request prefix they have cached at about a tenth of the price, so a
+request that changes near its start on every call is expensive. While a thread's history
+only grows, each call is answered with the cheapest of three requests that fit ``B_bar``:
+
+1. **append**: the previous request with the new messages appended verbatim (the whole
+   previous request is a cached prefix);
+2. **extend**: the previous memory text kept as it is, with the records of the units that
+   left the recent window added at its end, then the newest units verbatim (the fixed
+   prompt and the previous memory are a cached prefix); the window is the longest run of
+   newest units that keeps the request within the fixed prompt plus ``stable_target`` of
+   the rest of ``B_bar``, so the following calls can append again; the memory may grow
+   this way up to the allowance the paper's render would give it;
+3. **render**: a fresh render (the paper's rule) for that same share of the budget, when
+   neither fits or the history changed other than by growing.
+
+The paper's render on every call stays available with ``cache_stable=False``. The report
+of every call says which of the three it was and how many tokens of the previous request
+it reuses as a prefix.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from .bm25 import content_words
+from .config import FlexAMemConfig
+from .messages import Message, message_text, quick_fingerprint, same_prefix
+from .protocols import Tokenizer
+from .recovery import MEMORY_CLOSE, Element, candidates, fit_or_degrade
+from .render import PER_MESSAGE, Layout, Rendered, count_messages, memory_message, no_inner_system, repair_pairing
+from .timeline import record_line
+
+if TYPE_CHECKING:
+    from .memory import FlexAMem, _Namespace, _Synced
+
+
+@dataclass(frozen=True)
+class SentRequest:
+    """The previous request of a thread and what it was made from."""
+
+    budget: int
+    extra_tokens: int
+    query: str | None
+    source: list[Message]
+    messages: list[Message]
+    tokens: int
+    #: ``source[verbatim_from:]`` ends the request unchanged (None: it was cut or repaired).
+    verbatim_from: int | None
+    memory_text: str | None
+    #: Old units the memory covers (the rest of the history follows it verbatim).
+    old_units: int | None
+    report: dict[str, Any]
+
+    @classmethod
+    def of(cls, budget: int, extra_tokens: int, query: str | None, source: list[Message],
+           rendered: Rendered) -> SentRequest:
+        """Remember a request, noting how much of the history ends it unchanged."""
+        out = rendered.messages
+        n = 0
+        while n < min(len(out), len(source)) and (out[-1 - n] is source[-1 - n] or
+                                                  quick_fingerprint(out[-1 - n]) == quick_fingerprint(source[-1 - n])):
+            n += 1
+        window = len(source) if rendered.passthrough else rendered.report.get("window_messages")
+        verbatim_from = len(source) - n if window is not None and n >= window else None
+        old_units = None if rendered.passthrough or rendered.memory_text is None else rendered.report.get("old_units")
+        return cls(budget, extra_tokens, query, source, list(out), rendered.tokens, verbatim_from,
+                   rendered.memory_text, old_units, rendered.report)
+
+    def continues(self, history: Sequence[Message], budget: int, extra_tokens: int, query: str | None) -> bool:
+        """Whether ``history`` is this request's history plus new messages, for the same call settings."""
+        return (self.budget, self.extra_tokens, self.query) == (budget, extra_tokens, query) and \
+            same_prefix(history, self.source)
+
+    def after(self, source: list[Message], rendered: Rendered) -> SentRequest:
+        """This request once ``rendered`` (an append to it) was sent."""
+        return replace(self, source=source, messages=list(rendered.messages), tokens=rendered.tokens,
+                       report=rendered.report)
+
+
+def stable_limit(cfg: FlexAMemConfig, fixed_tokens: int) -> int:
+    """Tokens a re-rendered or extended request may fill: the fixed prompt plus
+    ``stable_target`` of the rest of ``B_bar`` (the rest is left for appending)."""
+    b_bar = cfg.effective_budget
+    return fixed_tokens + int(cfg.stable_target * max(0, b_bar - fixed_tokens))
+
+
+def stable_budget(cfg: FlexAMemConfig, fixed_tokens: int) -> int:
+    """The budget whose ``B_bar`` is :func:`stable_limit` (for a fresh render)."""
+    return max(1, math.ceil(stable_limit(cfg, fixed_tokens) / cfg.safety_margin))
+
+
+def append_new(sent: SentRequest, history: list[Message], cfg: FlexAMemConfig, tokenizer: Tokenizer) -> Rendered | None:
+    """Step 1: the previous request plus the new messages, if they pair up and it fits."""
+    if sent.verbatim_from is None:
+        return None
+    new = history[len(sent.source):]
+    if any(m.role == "system" for m in new):
+        return None
+    if repair_pairing([*history[sent.verbatim_from:len(sent.source)], *new])[1]:
+        return None  # the new messages must pair up as they are
+    tokens = sent.tokens + sum(PER_MESSAGE + tokenizer.count(message_text(m)) for m in new)
+    if tokens > cfg.effective_budget:
+        return None
+    report = {**sent.report, "total_tokens": tokens, "llm_calls": 0,
+              "cache": {"step": "append", "appended": True, "appended_messages": len(new),
+                        "reused_prefix_tokens": sent.tokens}}
+    return Rendered([*sent.messages, *new], sent.memory_text, tokens, report,
+                    passthrough=bool(sent.report.get("passthrough", False)))
+
+
+def extend_memory(mem: FlexAMem, space: _Namespace, sent: SentRequest, layout: Layout, cfg: FlexAMemConfig,
+                  extra_tokens: int, synced: _Synced) -> Rendered | None:
+    """Step 2: keep the previous memory, add the records of the units that left the window."""
+    if sent.memory_text is None or sent.old_units is None or not sent.memory_text.endswith("\n" + MEMORY_CLOSE):
+        return None
+    tk = mem.tokenizer
+    units = synced.units
+    all_units: list[Any] = [*units, *([synced.tail] if synced.tail else [])]
+    start = sent.old_units
+    if start > len(units) or not all_units:
+        return None
+    index = space.index
+    body = layout.body
+    fixed = [m for m in (layout.system, *layout.task) if m is not None]
+    fixed_tokens = count_messages(fixed, tk, extra_tokens)
+    b_bar = cfg.effective_budget
+    limit = stable_limit(cfg, fixed_tokens)
+    # The memory may grow up to what the paper's render would allow it at this budget.
+    mem_cap = b_bar - fixed_tokens - int(cfg.window_share * cfg.budget) - PER_MESSAGE
+    head = sent.memory_text[: -len(MEMORY_CLOSE)]
+    mem_tokens = tk.count(sent.memory_text)
+    lines: list[str] = []
+    sizes = [count_messages(u.messages, tk) - 3 for u in all_units[start:]]
+    window_tokens = sum(sizes)
+    fallback: tuple[int, list[str], int] | None = None
+    for n_old in range(start, len(all_units)):
+        if n_old > start:
+            note = index.note(units[n_old - 1].key)
+            lines.append(record_line(note))
+            mem_tokens += tk.count(lines[-1]) + 1
+            window_tokens -= sizes[n_old - 1 - start]
+        if n_old == start:
+            continue  # the window must give up at least one unit, or nothing changes
+        if mem_tokens > mem_cap:
+            break
+        total = fixed_tokens + PER_MESSAGE + mem_tokens + window_tokens + PER_MESSAGE * (len(all_units) - n_old)
+        if total <= limit:
+            fallback = (n_old, list(lines), mem_tokens)
+            break
+        if total <= b_bar and fallback is None:
+            fallback = (n_old, list(lines), mem_tokens)
+    if fallback is None:
+        return None
+    n_old, lines, mem_tokens = fallback
+    n_window = sum(len(u.messages) for u in all_units[n_old:])
+    window, repairs = repair_pairing(no_inner_system(list(body[len(body) - n_window:])))
+    if repairs:
+        return None
+    pinned = mem._pinned_turn(space, n_old, window)
+    rows = list(sent.report.get("units", []))
+    rows.extend({"position": pos, "unit": units[pos].key, "label": index.note(units[pos].key).label,
+                 "resolution": "record", "why": "left the window"} for pos in range(start, n_old))
+    base = count_messages([*fixed, *pinned, *window], tk, extra_tokens) + PER_MESSAGE
+    details = _fresh_detail(mem, space, cfg, layout, all_units[n_old:], units[:n_old], rows,
+                            min(limit - base - mem_tokens, mem_cap - mem_tokens))
+    head += "".join(f"{line}\n" for line in lines)
+    while True:
+        text = head + "".join(f"{e.text}\n" for e in sorted(details, key=lambda e: e.pos)) + MEMORY_CLOSE
+        messages = [*fixed, memory_message(text), *pinned, *window]
+        tokens = count_messages(messages, tk, extra_tokens)
+        if tokens <= b_bar or not details:
+            break
+        details = details[:-1]  # the estimate was short: drop the lowest-ranked detail
+    if tokens > b_bar:
+        return None
+    for e in details:
+        rows[e.pos] = {**rows[e.pos], "resolution": e.resolution, "why": "recovered when the memory grew"}
+    report = {**sent.report, "total_tokens": tokens, "llm_calls": 0, "old_units": n_old,
+              "window_units": len(all_units) - n_old, "window_messages": len(window),
+              "window_tokens": count_messages([*pinned, *window], tk) - 3, "memory_tokens": tk.count(text),
+              "units": rows, "cache": {"step": "extend", "extended_units": n_old - start,
+                                       "recovered_units": len(details)}}
+    return Rendered(messages, text, tokens, report)
+
+
+def _fresh_detail(mem: FlexAMem, space: _Namespace, cfg: FlexAMemConfig, layout: Layout, window_units: Sequence[Any],
+                  old: Sequence[Any], rows: Sequence[dict[str, Any]], room: int) -> list[Element]:
+    """Recovered units for this call's query, for the memory's end: fit-or-degrade over the
+    candidates the memory does not show in detail yet, within ``room`` tokens."""
+    if room <= 0 or not cfg.recovery or cfg.mode != "unit" or not old:
+        return []
+    index = space.index
+    notes = index.notes[:len(old)] if index.notes[len(old) - 1].unit_key == old[-1].key and \
+        index.notes[0].unit_key == old[0].key else [index.note(u.key) for u in old]
+    shown = {r["position"] for r in rows if r.get("resolution") in ("raw", "excerpt")}
+    q_vec, excerpt_query, piece_query = mem._queries(cfg, layout, window_units, None)
+    cands = [c for c in candidates(q_vec, notes, index, cfg, piece_query) if c.pos not in shown]
+    ranges = [index.unit_docs.get(notes[c.pos].unit_key, range(0)) for c in cands]
+    scores = index.bm25.scores_in(content_words(excerpt_query), ranges)
+    return fit_or_degrade(notes, cands, room, index, cfg, mem.tokenizer, scores, lambda pos: 0)

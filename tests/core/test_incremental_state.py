@@ -1,0 +1,70 @@
+"""The per-call shortcuts equal the rules they stand for: the incremental timeline, BM25
+scored inside candidate units, partial top-k selection."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from flexamem_core import FlexAMem, FlexAMemConfig
+from flexamem_core.bench import synthetic_history
+from flexamem_core.bm25 import BM25Index, content_words
+from flexamem_core.index import top_k
+from flexamem_core.timeline import Timeline, TimelineLevels
+
+FAST = settings(deadline=None, suppress_health_check=list(HealthCheck))
+
+
+@pytest.fixture(scope="module")
+def written(tokenizer, hashing_embedder) -> FlexAMem:
+    mem = FlexAMem(FlexAMemConfig(agent_unit_tokens=120), tokenizer=tokenizer, embedder=hashing_embedder)
+    mem.ingest(synthetic_history(60), namespace="t")
+    return mem
+
+
+@FAST
+@given(data=st.data())
+def test_incremental_timeline_equals_the_rule_from_scratch(written, data):
+    index = written._space("t").index
+    levels = TimelineLevels(index, written.writer, written.tokenizer, 4)
+    for _ in range(5):  # one state, many calls: growing and shrinking histories, any target
+        n = data.draw(st.integers(0, len(index.notes)))
+        target = data.draw(st.one_of(st.integers(0, 40_000), st.sampled_from([0, 1, 50, 300])))
+        notes = index.notes[:n]
+        scratch = Timeline(notes, index, written.writer, written.tokenizer, 4)
+        scratch.merge_down_to(target)
+        fast = levels.build(notes, target)
+        assert [(i.start, i.end, i.level, i.line) for i in fast.items] == \
+            [(i.start, i.end, i.level, i.line) for i in scratch.items]
+        assert fast.total == scratch.total == sum(i.tokens for i in fast.items)
+        for pos in range(n):
+            item = fast.item_at(pos)
+            assert item is not None and item.start <= pos < item.end
+
+
+@FAST
+@given(docs=st.lists(st.text(alphabet="abc de\n1", max_size=40), min_size=1, max_size=60),
+       query=st.text(alphabet="abc de1", max_size=20), data=st.data())
+def test_scores_inside_ranges_equal_the_dense_scores(docs, query, data):
+    index = BM25Index()
+    index.add(docs[: len(docs) // 2])
+    index.scores(content_words(query))  # a read between two additions
+    index.add(docs[len(docs) // 2:])
+    dense = index.scores(content_words(query))
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(docs)), min_size=2, max_size=8)))
+    ranges = [range(a, b) for a, b in zip(cuts[::2], cuts[1::2])]
+    inside = index.scores_in(content_words(query), ranges)
+    mask = np.zeros(len(docs), dtype=bool)
+    for r in ranges:
+        mask[r.start:r.stop] = True
+    assert np.array_equal(inside[mask], dense[mask]) and not inside[~mask].any()
+
+
+@FAST
+@given(values=st.lists(st.sampled_from([0.0, 0.5, 1.0, -1.0, 0.25]), max_size=50), k=st.integers(0, 60))
+def test_top_k_is_the_head_of_the_full_sort(values, k):
+    arr = np.asarray(values, dtype=np.float64)
+    full = np.lexsort((np.arange(len(arr)), -arr))[:k]
+    assert top_k(arr, k).tolist() == full.tolist()

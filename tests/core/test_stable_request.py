@@ -1,0 +1,197 @@
+"""The prompt-cache-stable request: append, extend, render; and the per-thread state.
+
+Every test renders a growing history call by call, as an agent loop does, and checks the
+invariants on every call plus what the cache sees: an appended call starts with exactly
+the previous request, an extended one keeps the previous memory text as a prefix.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from flexamem_core import BudgetError, FlexAMem, FlexAMemConfig, InMemoryStore, Message
+from flexamem_core.prompt_cache import common_prefix_tokens
+from flexamem_core.recovery import MEMORY_CLOSE
+from flexamem_core.render import count_messages
+
+from .checks import structure_problem
+from .strategies import agent_history
+
+# Each example renders every prefix of its history, so fewer examples than the one-call properties.
+CALLS = settings(deadline=None, suppress_health_check=list(HealthCheck), max_examples=40)
+
+
+def model_calls(history: list[dict]) -> list[list[dict]]:
+    """The history before every model call of the run (each assistant message), plus the end."""
+    cuts = [i for i, m in enumerate(history) if m["role"] == "assistant"] + [len(history)]
+    return [history[:i] for i in cuts if i > 0]
+
+
+def run(mem: FlexAMem, history: list[dict], budget: int | None = None) -> list:
+    return [mem.render(h, budget=budget) for h in model_calls(history)]
+
+
+@CALLS
+@given(history=agent_history(min_steps=4, max_steps=30), budget=st.integers(600, 6000))
+def test_every_call_of_a_growing_history_keeps_the_invariants(history, budget, tokenizer, hashing_embedder):
+    mem = FlexAMem(FlexAMemConfig(budget=budget), tokenizer=tokenizer, embedder=hashing_embedder)
+    before = copy.deepcopy(history)
+    previous = None
+    for h in model_calls(history):
+        try:
+            r = mem.render(h)
+        except BudgetError:
+            previous = None  # documented: the fixed prompt or the newest step cannot fit at all
+            continue
+        assert r.tokens == count_messages(r.messages, tokenizer)
+        assert r.tokens <= int(budget * 0.95)
+        assert structure_problem(r.messages) is None, structure_problem(r.messages)
+        assert sum(1 for m in r.messages if m.metadata.get("flexamem") == "memory") <= 1
+        newest = r.messages[-1]
+        assert newest.metadata.get("flexamem_truncated") or newest.content == Message.from_dict(h[-1]).content, \
+            "the newest message is always sent (cut with a mark only when it alone is over the budget)"
+        step = r.report["cache"]["step"]
+        if step == "append":
+            assert previous is not None and r.messages[:len(previous.messages)] == previous.messages
+            assert r.report["cache"]["reused_prefix_tokens"] == previous.tokens
+        if step == "extend":
+            head = previous.memory_text[: -len(MEMORY_CLOSE)]
+            assert r.memory_text.startswith(head), "an extended memory keeps the previous one as a prefix"
+        assert r.report["cache"]["reused_prefix_tokens"] == (
+            common_prefix_tokens(previous.messages, r.messages, tokenizer) if previous else 0)
+        previous = r
+    assert history == before, "the caller's messages were mutated"
+
+
+@CALLS
+@given(history=agent_history(min_steps=4, max_steps=25), budget=st.integers(800, 5000))
+def test_the_same_calls_give_the_same_requests(history, budget, tokenizer, hashing_embedder):
+    cfg = FlexAMemConfig(budget=budget)
+    try:
+        a = run(FlexAMem(cfg, tokenizer=tokenizer, embedder=hashing_embedder), history)
+        b = run(FlexAMem(cfg, tokenizer=tokenizer, embedder=hashing_embedder), history)
+    except BudgetError:
+        return
+    assert [r.messages for r in a] == [r.messages for r in b]
+    assert [r.report for r in a] == [r.report for r in b]
+
+
+@CALLS
+@given(history=agent_history(min_steps=4, max_steps=25), budget=st.integers(800, 5000),
+       mode=st.sampled_from(["unit", "piece"]))
+def test_a_state_rebuilt_from_the_store_renders_byte_identically(history, budget, mode, tokenizer,
+                                                                hashing_embedder):
+    """The paper's rule on the incremental state (kept across calls) against a fresh state
+    built from the store alone (another process, a restart) at every call."""
+    cfg = FlexAMemConfig(budget=budget, mode=mode, cache_stable=False)
+    store = InMemoryStore()
+    live = FlexAMem(cfg, store=store, tokenizer=tokenizer, embedder=hashing_embedder)
+    for h in model_calls(history):
+        try:
+            r = live.render(h)
+        except BudgetError:
+            return
+        fresh = FlexAMem(cfg, store=store, tokenizer=tokenizer, embedder=hashing_embedder).render(h)
+        assert [m.to_dict() for m in fresh.messages] == [m.to_dict() for m in r.messages]
+        assert fresh.memory_text == r.memory_text and fresh.tokens == r.tokens
+
+
+def test_a_restart_renders_then_appends_again(tokenizer, hashing_embedder, long_run):
+    cfg = FlexAMemConfig(budget=3000)
+    store = InMemoryStore()
+    calls = model_calls(long_run)
+    live = FlexAMem(cfg, store=store, tokenizer=tokenizer, embedder=hashing_embedder)
+    for h in calls[:-3]:
+        live.render(h)
+    restarted = FlexAMem(cfg, store=store, tokenizer=tokenizer, embedder=hashing_embedder)
+    steps = [restarted.render(h).report["cache"]["step"] for h in calls[-4:]]
+    # The first render after a restart uses the whole budget (no previous request to keep);
+    # the next one that does not fit renders for the stable target, then calls append.
+    assert steps[0] == "render" and steps.count("render") <= 2 and steps[-1] == "append", steps
+    assert len(store.notes("default")) == len(live.store.notes("default")), "nothing was written twice"
+
+
+@pytest.fixture(scope="module")
+def long_run() -> list[dict]:
+    """A text-action agent run of 40 steps with ~250-token observations."""
+    msgs = [{"role": "system", "content": "You are a shell agent.", "id": "sys"},
+            {"role": "user", "content": "Find why the build fails.", "id": "task"}]
+    for i in range(40):
+        msgs.append({"role": "assistant", "content": f"THOUGHT: look at part {i}\n```bash\ncat src/mod_{i}.py\n```",
+                     "id": f"a{i}"})
+        body = "\n".join(f"src/mod_{i}.py:{j}: value_{i}_{j} = compute({j}, {i * j})" for j in range(18))
+        msgs.append({"role": "user", "content": f"<returncode>0</returncode>\n<output>\n{body}\n</output>",
+                     "id": f"o{i}"})
+    return msgs
+
+
+def test_most_calls_append_and_the_report_says_so(tokenizer, hashing_embedder, long_run):
+    results = run(FlexAMem(FlexAMemConfig(budget=4000), tokenizer=tokenizer, embedder=hashing_embedder), long_run)
+    steps = [r.report["cache"]["step"] for r in results if not r.passthrough]
+    assert steps.count("append") > len(steps) / 2
+    assert "extend" in steps, "the memory grows at its end before it is rendered again"
+    per_call = run(FlexAMem(FlexAMemConfig(budget=4000, cache_stable=False), tokenizer=tokenizer,
+                            embedder=hashing_embedder), long_run)
+    stable_reused = sum(r.report["cache"]["reused_prefix_tokens"] for r in results)
+    per_call_reused = sum(common_prefix_tokens(a.messages, b.messages, tokenizer)
+                          for a, b in zip(per_call, per_call[1:]))
+    assert stable_reused > 1.5 * per_call_reused
+
+
+def test_an_edited_history_is_rendered_again_not_appended(tokenizer, hashing_embedder, long_run):
+    mem = FlexAMem(FlexAMemConfig(budget=3000), tokenizer=tokenizer, embedder=hashing_embedder)
+    calls = model_calls(long_run)
+    for h in calls[:20]:
+        mem.render(h)
+    edited = copy.deepcopy(calls[20])
+    assert edited[10]["role"] == "assistant"
+    edited[10]["content"] = "THOUGHT: a different action\n```bash\nls -la\n```"  # same id, new text
+    r = mem.render(edited)
+    assert r.report["cache"]["step"] == "render"
+    assert structure_problem(r.messages) is None and r.tokens <= int(3000 * 0.95)
+    sent = "\n".join(m.text for m in r.messages)
+    assert "look at part 4" not in sent, "nothing of the edited-away step is sent"
+
+
+def test_a_new_budget_is_rendered_again(tokenizer, hashing_embedder, long_run):
+    mem = FlexAMem(FlexAMemConfig(budget=3000), tokenizer=tokenizer, embedder=hashing_embedder)
+    calls = model_calls(long_run)
+    for h in calls[:20]:
+        mem.render(h)
+    r = mem.render(calls[21], budget=2500)
+    assert r.report["cache"]["step"] == "render" and r.tokens <= int(2500 * 0.95)
+
+
+def test_the_paper_rule_renders_every_call(tokenizer, hashing_embedder, long_run):
+    results = run(FlexAMem(FlexAMemConfig(budget=3000, cache_stable=False), tokenizer=tokenizer,
+                           embedder=hashing_embedder), long_run)
+    assert all("cache" not in r.report for r in results)
+
+
+class CountingEmbedder:
+    """Delegates to a real embedder and counts the texts it is asked to embed."""
+
+    def __init__(self, inner) -> None:
+        self.inner, self.name, self.dim = inner, inner.name, inner.dim
+        self.calls: list[int] = []
+
+    def embed(self, texts):
+        self.calls.append(len(texts))
+        return self.inner.embed(texts)
+
+
+@pytest.mark.parametrize("mode", ["unit", "piece"])
+def test_a_render_embeds_only_its_query(mode, tokenizer, hashing_embedder, long_run):
+    counting = CountingEmbedder(hashing_embedder)
+    mem = FlexAMem(FlexAMemConfig(budget=3000, mode=mode, cache_stable=False), tokenizer=tokenizer,
+                   embedder=counting)
+    mem.ingest(long_run)  # every complete unit written (and embedded) before the renders
+    for h in model_calls(long_run)[-10:]:
+        counting.calls.clear()
+        r = mem.render(h)
+        assert not r.passthrough
+        assert counting.calls == [2], "one query embedding (task and newest unit), nothing else"
