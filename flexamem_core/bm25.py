@@ -53,15 +53,18 @@ class _Postings:
     __slots__ = ("_docs", "_tfs", "pending_docs", "pending_tfs")
 
     def __init__(self) -> None:
-        self._docs = GrowableArray(np.int64, 4)
-        self._tfs = GrowableArray(np.float64, 4)
+        self._docs: GrowableArray | None = None  # made on the first read: most terms are never queried
+        self._tfs: GrowableArray | None = None
         self.pending_docs: list[int] = []
         self.pending_tfs: list[int] = []
 
     def __len__(self) -> int:
-        return len(self._docs) + len(self.pending_docs)
+        return (len(self._docs) if self._docs is not None else 0) + len(self.pending_docs)
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        if self._docs is None or self._tfs is None:
+            self._docs = GrowableArray(np.int64, max(4, len(self.pending_docs)))
+            self._tfs = GrowableArray(np.float64, max(4, len(self.pending_docs)))
         if self.pending_docs:
             self._docs.extend(self.pending_docs)
             self._tfs.extend(self.pending_tfs)

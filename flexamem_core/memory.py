@@ -9,6 +9,7 @@ allowance left by the prompt and the recent window (``render``).
 from __future__ import annotations
 
 import asyncio
+import gc
 import operator
 import threading
 from bisect import bisect_left
@@ -86,8 +87,12 @@ class _Namespace:
     levels: TimelineLevels | None = None
     sent: SentRequest | None = None
 
-    def set_chain(self, chain: list[tuple[Unit, tuple[Any, ...]]], kept: int) -> None:
-        """Replace the chain, keeping the derived lists of its first ``kept`` units."""
+    def set_chain(self, chain: list[tuple[Unit, tuple[Any, ...]]], kept: int, body: Sequence[Message]) -> None:
+        """Replace the chain, keeping the derived lists of its first ``kept`` units.
+
+        ``chain_messages`` holds the caller's message objects (``body``), not the stored
+        units' copies, so the next call with the same objects matches by identity alone
+        (a store reopened from disk decodes new objects)."""
         if kept < len(self.units):
             del self.units[kept:]
             n_msgs = sum(len(u.messages) for u in self.units)
@@ -96,7 +101,8 @@ class _Namespace:
         for pos in range(len(self.units), len(chain)):
             unit = chain[pos][0]
             self.units.append(unit)
-            self.chain_messages.extend(unit.messages)
+            start = len(self.chain_messages)
+            self.chain_messages.extend(body[start:start + len(unit.messages)])
             if any(m.role == "user" for m in unit.messages):
                 self.user_units.append(pos)
         self.chain = chain
@@ -137,6 +143,10 @@ class FlexAMem:
         space = self._spaces.get(namespace)
         if space is None:
             index = NamespaceIndex(self.store, namespace, self.config.bm25_k1, self.config.bm25_b)
+            if index.notes:
+                # The index just loaded is long-lived: keep the cyclic collector from walking it
+                # again on every full collection (seconds at 10,000 units, inside a render).
+                gc.freeze()
             children: dict[str | None, list[str]] = {}
             for key, parent in self.store.parents(namespace).items():
                 children.setdefault(parent, []).append(key)
@@ -206,7 +216,7 @@ class FlexAMem:
             if unit.key not in siblings:
                 siblings.append(unit.key)
             matched.append((unit, tuple(quick_fingerprint(m) for m in unit.messages)))
-        space.set_chain(matched, kept)
+        space.set_chain(matched, kept, body)
         return _Synced(space.units, tail, written)
 
     def ingest(self, history: Sequence[Message | Mapping[str, Any]], *, namespace: str = "default",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from itertools import islice
 from typing import Any
 
 from .messages import Message, message_text
@@ -83,15 +84,14 @@ def split_layout(messages: Sequence[Message], kind: str) -> Layout:
     while i < len(messages) and messages[i].role == "system":
         i += 1
     system = one_system(messages[:i])
-    rest = list(messages[i:])
     if kind == "agent":
-        if rest and rest[0].role == "user":
-            return Layout(system, (rest[0],), tuple(rest[1:]), ())
-        return Layout(system, (), tuple(rest), ())
-    last_user = max((j for j, m in enumerate(rest) if m.role == "user"), default=None)
+        if i < len(messages) and messages[i].role == "user":
+            return Layout(system, (messages[i],), tuple(islice(messages, i + 1, None)), ())
+        return Layout(system, (), tuple(islice(messages, i, None)), ())
+    last_user = next((j for j in range(len(messages) - 1, i - 1, -1) if messages[j].role == "user"), None)
     if last_user is None:
-        return Layout(system, (), tuple(rest), ())
-    return Layout(system, (), tuple(rest[:last_user]), tuple(rest[last_user:]))
+        return Layout(system, (), tuple(islice(messages, i, None)), ())
+    return Layout(system, (), tuple(islice(messages, i, last_user)), tuple(islice(messages, last_user, None)))
 
 
 def no_inner_system(messages: Sequence[Message]) -> list[Message]:
