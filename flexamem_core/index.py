@@ -103,6 +103,18 @@ class NamespaceIndex:
     def note(self, key: str) -> Note:
         return self.notes[self.position[key]]
 
+    def is_prefix(self, first: str, last: str, n: int) -> bool:
+        """Whether a chain of ``n`` units from ``first`` to ``last`` is exactly the first ``n``
+        notes written (the usual old units). A chain's positions only increase (a unit is
+        written after its parent), so ``first`` at 0 and ``last`` at ``n - 1`` mean all of them."""
+        return n > 0 and self.position.get(first) == 0 and self.position.get(last) == n - 1
+
+    def notes_of(self, keys: Sequence[str]) -> Sequence[Note]:
+        """The notes of a chain of unit keys: a slice in the usual prefix case."""
+        if keys and self.is_prefix(keys[0], keys[-1], len(keys)):
+            return self.notes[:len(keys)]
+        return [self.note(k) for k in keys]
+
     def nearest(self, vec: np.ndarray, k: int) -> list[str]:
         """Keys of the ``k`` notes with the highest cosine to ``vec`` (ties: earlier first)."""
         if k <= 0 or self._n == 0:

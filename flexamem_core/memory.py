@@ -84,7 +84,6 @@ class _Namespace:
     units: list[Unit] = field(default_factory=list)
     chain_messages: list[Message] = field(default_factory=list)
     user_units: list[int] = field(default_factory=list)
-    levels: TimelineLevels | None = None
     sent: SentRequest | None = None
 
     def set_chain(self, chain: list[tuple[Unit, tuple[Any, ...]]], kept: int, body: Sequence[Message]) -> None:
@@ -291,7 +290,7 @@ class FlexAMem:
                        query: str | None, extra_tokens: int) -> Rendered:
         """A fresh render for ``stable_target`` of the budget (room for the next calls to
         append); at the full budget instead if the newest step would have to be cut."""
-        fixed = [m for m in (layout.system, *layout.task) if m is not None]
+        fixed = layout.fixed
         low = cfg.with_budget(min(cfg.budget, stable_budget(cfg, count_messages(fixed, self.tokenizer, extra_tokens))))
         try:
             rendered = self._render(space, namespace, low, layout, query, extra_tokens, stable=True)
@@ -349,7 +348,7 @@ class FlexAMem:
             units, tail = synced.units, synced.tail
         else:
             tail = None
-        fixed = [m for m in (layout.system, *layout.task) if m is not None]
+        fixed = layout.fixed
         fixed_tokens = count_messages(fixed + list(layout.current), tk, extra_tokens)
         if fixed_tokens > b_bar:
             raise BudgetError(
@@ -391,10 +390,7 @@ class FlexAMem:
         ref_allowance = b_bar - fixed_tokens - int(cfg.window_share * cfg.budget) - PER_MESSAGE \
             if kind == "agent" else allowance
         index = space.index
-        if old and index.position.get(old[0].key) == 0 and index.position.get(old[-1].key) == len(old) - 1:
-            notes = index.notes[:len(old)]  # the usual case: the old units are the first notes written
-        else:
-            notes = [index.note(u.key) for u in old]
+        notes = index.notes_of([u.key for u in old])
         mem = self._memory(space, cfg, notes, allowance, max(allowance, ref_allowance), layout,
                            window_units, query, stable) if notes else None
         messages = list(head)
@@ -450,7 +446,7 @@ class FlexAMem:
         """The timeline merged down to ``target``: incrementally when the old units are the
         index's first notes (the usual case), else from scratch."""
         index = space.index
-        if notes and index.notes[len(notes) - 1] is notes[-1] and index.notes[0] is notes[0]:
+        if notes and index.is_prefix(notes[0].unit_key, notes[-1].unit_key, len(notes)):
             levels = index.derived.get("timeline")
             if levels is None or levels.writer is not self.writer or levels.fanin != cfg.merge_fanin:
                 levels = index.derived["timeline"] = TimelineLevels(index, self.writer, self.tokenizer,

@@ -88,7 +88,7 @@ def candidates(q_vec: np.ndarray, notes: Sequence[Note], index: NamespaceIndex,
         order = list(range(n))
         random.Random(seed).shuffle(order)
         return [Candidate(p, 0.0, "random") for p in order]
-    if index.position.get(notes[0].unit_key) == 0 and index.position.get(notes[-1].unit_key) == n - 1:
+    if index.is_prefix(notes[0].unit_key, notes[-1].unit_key, n):
         # The usual case: the old units are the first n notes written (positions only increase).
         cos = index.vectors[:n] @ q_vec
         pos_of: dict[str, int] | _Prefix = _Prefix(index.position, n)
@@ -286,8 +286,7 @@ def unit_recovery(notes: Sequence[Note], timeline: Timeline, cands: Sequence[Can
 
 def _old_docs(notes: Sequence[Note], index: NamespaceIndex, n_docs: int) -> np.ndarray:
     """Mask of the piece documents that belong to the old units."""
-    if notes and index.position.get(notes[0].unit_key) == 0 and \
-            index.position.get(notes[-1].unit_key) == len(notes) - 1:
+    if notes and index.is_prefix(notes[0].unit_key, notes[-1].unit_key, len(notes)):
         # The usual case: the old units are the first notes written, so their docs are a prefix.
         end = index.unit_docs[notes[-1].unit_key].stop if notes[-1].unit_key in index.unit_docs else 0
         allowed = np.zeros(n_docs, dtype=bool)

@@ -66,6 +66,11 @@ class Layout:
     body: tuple[Message, ...]
     current: tuple[Message, ...]
 
+    @property
+    def fixed(self) -> list[Message]:
+        """The fixed prompt that opens every rendered request: the system message and the task."""
+        return [m for m in (self.system, *self.task) if m is not None]
+
 
 def one_system(messages: Sequence[Message]) -> Message | None:
     """Leading system messages joined into one (a copy); None when there is none."""

@@ -126,7 +126,7 @@ def extend_memory(mem: FlexAMem, space: _Namespace, sent: SentRequest, layout: L
         return None
     index = space.index
     body = layout.body
-    fixed = [m for m in (layout.system, *layout.task) if m is not None]
+    fixed = layout.fixed
     fixed_tokens = count_messages(fixed, tk, extra_tokens)
     b_bar = cfg.effective_budget
     limit = stable_limit(cfg, fixed_tokens)
@@ -195,8 +195,7 @@ def _fresh_detail(mem: FlexAMem, space: _Namespace, cfg: FlexAMemConfig, layout:
     if room <= 0 or not cfg.recovery or cfg.mode != "unit" or not old:
         return []
     index = space.index
-    notes = index.notes[:len(old)] if index.notes[len(old) - 1].unit_key == old[-1].key and \
-        index.notes[0].unit_key == old[0].key else [index.note(u.key) for u in old]
+    notes = index.notes_of([u.key for u in old])
     shown = {r["position"] for r in rows if r.get("resolution") in ("raw", "excerpt")}
     q_vec, excerpt_query, piece_query = mem._queries(cfg, layout, window_units, None)
     cands = [c for c in candidates(q_vec, notes, index, cfg, piece_query) if c.pos not in shown]
