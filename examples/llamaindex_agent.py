@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import random
 
-from flexamem_llamaindex import FlexAMemLLM, FlexAMemory
+from flexamem_llamaindex import agent_memory
 from llama_index.core.agent.workflow import FunctionAgent
 from llama_index.core.base.llms.types import ChatMessage, ToolCallBlock
 from llama_index.core.llms import MockFunctionCallingLLM
@@ -51,8 +51,8 @@ def scripted_model() -> MockFunctionCallingLLM:
 
 async def main() -> None:
     llm = scripted_model()  # LLM: replace with a real FunctionCallingLLM, e.g. OpenAI(model="gpt-4o-mini")
-    memory = FlexAMemory.from_defaults(budget=2000, namespace="ops-review", kind="agent")
-    agent = FunctionAgent(tools=[read_log], llm=FlexAMemLLM(llm, memory),
+    memory, bounded = agent_memory(llm, budget=2000, namespace="ops-review")  # memory + FlexAMemLLM on it
+    agent = FunctionAgent(tools=[read_log], llm=bounded,
                           system_prompt="You are an SRE. Read the logs, then find the outage cause.")
     answer = await agent.run(user_msg="Read the logs of March 1-20 and tell me what caused the outage.",
                              memory=memory, max_iterations=40)

@@ -21,6 +21,14 @@ class GrowableArray:
         self._data = np.zeros(max(1, capacity), dtype=dtype)
         self._n = 0
 
+    @classmethod
+    def of(cls, values: np.ndarray, dtype: type | np.dtype) -> GrowableArray:
+        """A buffer holding a copy of ``values`` (room to grow by half again)."""
+        out = cls(dtype, len(values) + len(values) // 2 + 4)
+        out._data[: len(values)] = values
+        out._n = len(values)
+        return out
+
     def __len__(self) -> int:
         return self._n
 

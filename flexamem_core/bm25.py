@@ -46,6 +46,10 @@ def content_words(text: str) -> set[str]:
     return set(terms(text))
 
 
+def _concat(parts: list[np.ndarray], dtype: type) -> np.ndarray:
+    return np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype)
+
+
 class _Postings:
     """One term's documents and frequencies: Python lists while they grow (cheap appends),
     moved into numpy buffers when a query reads them (amortised O(1) per posting)."""
@@ -57,6 +61,13 @@ class _Postings:
         self._tfs: GrowableArray | None = None
         self.pending_docs: list[int] = []
         self.pending_tfs: list[int] = []
+
+    @classmethod
+    def restored(cls, docs: np.ndarray, tfs: np.ndarray) -> _Postings:
+        """Postings read back from a saved index (see :meth:`BM25Index.export`)."""
+        p = cls()
+        p._docs, p._tfs = GrowableArray.of(docs, np.int64), GrowableArray.of(tfs, np.float64)
+        return p
 
     def __len__(self) -> int:
         return (len(self._docs) if self._docs is not None else 0) + len(self.pending_docs)
@@ -82,6 +93,10 @@ class BM25Index:
         self._lengths = GrowableArray(np.float64)
         self._pending_lengths: list[int] = []
         self._total = 0
+        # A restored index keeps its postings as one CSR block and makes a term's
+        # _Postings only when it is read or grows: most terms never are.
+        self._saved_vocab: dict[str, int] = {}
+        self._saved: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
     def __len__(self) -> int:
         return len(self._lengths) + len(self._pending_lengths)
@@ -92,6 +107,57 @@ class BM25Index:
             self._pending_lengths = []
         return self._lengths.view
 
+    def _term(self, term: str, create: bool = False) -> _Postings | None:
+        p = self._postings.get(term)
+        if p is None:
+            j = self._saved_vocab.get(term)
+            if j is not None and self._saved is not None:
+                offsets, docs, tfs = self._saved
+                p = self._postings[term] = _Postings.restored(docs[offsets[j]:offsets[j + 1]],
+                                                              tfs[offsets[j]:offsets[j + 1]])
+            elif create:
+                p = self._postings[term] = _Postings()
+        return p
+
+    def export(self) -> dict[str, np.ndarray]:
+        """The whole index as arrays (terms sorted, postings in CSR form), for :meth:`restore`."""
+        vocab = sorted(set(self._postings) | set(self._saved_vocab))
+        docs_parts: list[np.ndarray] = []
+        tfs_parts: list[np.ndarray] = []
+        offsets = np.zeros(len(vocab) + 1, dtype=np.int64)
+        for j, term in enumerate(vocab):
+            p = self._postings.get(term)
+            if p is not None:
+                docs, tfs = p.arrays()
+            else:
+                assert self._saved is not None
+                o, d, t = self._saved
+                k = self._saved_vocab[term]
+                docs, tfs = d[o[k]:o[k + 1]], t[o[k]:o[k + 1]]
+            docs_parts.append(docs)
+            tfs_parts.append(tfs)
+            offsets[j + 1] = offsets[j] + len(docs)
+        return {"bm25_vocab": np.frombuffer("\n".join(vocab).encode(), dtype=np.uint8),
+                "bm25_offsets": offsets, "bm25_docs": _concat(docs_parts, np.int32),
+                "bm25_tfs": _concat(tfs_parts, np.int32),
+                "bm25_lengths": self._length_array().astype(np.int32)}
+
+    @classmethod
+    def restore(cls, arrays: dict[str, np.ndarray], k1: float = 1.2, b: float = 0.75) -> BM25Index:
+        """An index equal to the one :meth:`export` saved (terms are ``[a-z0-9_]``: no newline)."""
+        index = cls(k1, b)
+        text = arrays["bm25_vocab"].tobytes().decode()
+        vocab = text.split("\n") if text else []
+        offsets = arrays["bm25_offsets"]
+        if len(offsets) != len(vocab) + 1:
+            raise ValueError("saved BM25 index is inconsistent")
+        index._saved_vocab = {t: j for j, t in enumerate(vocab)}
+        index._saved = (offsets, arrays["bm25_docs"], arrays["bm25_tfs"])
+        lengths = arrays["bm25_lengths"]
+        index._lengths = GrowableArray.of(lengths, np.float64)
+        index._total = int(lengths.sum())
+        return index
+
     def add(self, texts: Iterable[str]) -> range:
         """Index texts; returns the document numbers they received."""
         start = len(self)
@@ -101,15 +167,15 @@ class BM25Index:
             self._pending_lengths.append(len(words))
             self._total += len(words)
             for term, tf in Counter(words).items():
-                p = self._postings.get(term)
-                if p is None:
-                    p = self._postings[term] = _Postings()
+                p = self._postings.get(term) or self._term(term, create=True)
+                assert p is not None
                 p.pending_docs.append(doc)
                 p.pending_tfs.append(tf)
         return range(start, len(self))
 
     def idf(self, term: str) -> float:
-        n = len(self._postings[term]) if term in self._postings else 0
+        p = self._term(term)
+        n = len(p) if p is not None else 0
         big_n = len(self)
         return math.log(1.0 + (big_n - n + 0.5) / (n + 0.5))
 
@@ -126,7 +192,7 @@ class BM25Index:
             return out
         norm = self._norm(self._length_array())
         for term in sorted(set(query)):
-            p = self._postings.get(term)
+            p = self._term(term)
             if p is None:
                 continue
             docs, tfs = p.arrays()
@@ -148,7 +214,7 @@ class BM25Index:
         stops = np.asarray([b for _, b in spans], dtype=np.int64)
         lengths = self._length_array()
         for term in sorted(set(query)):
-            p = self._postings.get(term)
+            p = self._term(term)
             if p is None:
                 continue
             docs_all, tfs_all = p.arrays()

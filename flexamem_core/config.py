@@ -42,7 +42,8 @@ class FlexAMemConfig(BaseModel):
     excerpts: bool = Field(True, description="ablation switch: False = raw or record only")
     recovery: bool = Field(True, description="ablation switch: False = timeline only")
     random_candidates: bool = Field(False, description="control: every unit a candidate, hashed order")
-    embedding_batch_size: int = Field(8, gt=0)
+    warm: Literal["lazy", "background"] = Field("lazy", description="when the embedder loads: on first use, "
+                                                "or in a background thread as the FlexAMem is created")
     pin_user_turn: bool = Field(True, description="agents: keep the newest human turn visible even when "
                                 "its unit left the window (turn off where user messages are observations)")
     cache_stable: bool = Field(True, description="agents: keep the request a prompt-cache-stable prefix: "

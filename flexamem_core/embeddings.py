@@ -9,16 +9,20 @@ content, so a text is embedded once per process.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import threading
+import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from .logs import logger
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 
@@ -60,13 +64,22 @@ class SentenceTransformerEmbedder:
             if self._model is None:
                 os.environ.setdefault("HF_HUB_OFFLINE", "1")
                 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+                start = time.perf_counter()
+                path = resolve_model_path(self.model_name)
+                logger.info("loading embedding model %s from %s (once per process)", self.name, path)
                 from sentence_transformers import SentenceTransformer
 
-                self._model = SentenceTransformer(resolve_model_path(self.model_name), device=self.device)
+                with _quiet_transformers():  # its "Loading weights" bar would land inside a render's output
+                    self._model = SentenceTransformer(path, device=self.device)
                 get_dim = getattr(self._model, "get_embedding_dimension", None) or \
                     self._model.get_sentence_embedding_dimension
                 self.dim = int(get_dim() or self.dim)
+                logger.info("embedding model %s loaded in %.1f s", self.name, time.perf_counter() - start)
         return self._model
+
+    def load(self) -> None:
+        """Load the model now and run it once (first inference is slower), so no render waits."""
+        self._load().encode(["warm up"], show_progress_bar=False)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Unit-norm float32 embeddings, one row per text (cached by content)."""
@@ -90,6 +103,20 @@ class SentenceTransformerEmbedder:
                 vec = self.embed([texts[i]])[0]
             out[i] = vec
         return out
+
+
+@contextlib.contextmanager
+def _quiet_transformers() -> Iterator[None]:
+    """transformers' own progress bars off while the model loads (our log line says it)."""
+    from transformers.utils import logging as hf_logging
+
+    was_on = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_on:
+            hf_logging.enable_progress_bar()
 
 
 @lru_cache(maxsize=1)

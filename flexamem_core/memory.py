@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import math
 import operator
 import threading
 from bisect import bisect_left
@@ -23,9 +24,12 @@ from .bm25 import content_words
 from .config import FlexAMemConfig
 from .embeddings import default_embedder, normalize
 from .index import NamespaceIndex
-from .messages import Message, as_messages, quick_fingerprint
+from .index_snapshot import NamespaceVersions
+from .logs import logged_render
+from .messages import Message, MessageError, as_messages, quick_fingerprint
 from .notes import NoteWriter
 from .prompt_cache import common_prefix_tokens
+from .properties import apply_properties, sendable, step_status
 from .protocols import Embedder, RecordWriter, Store, Tokenizer
 from .recovery import (
     MEMORY_CLOSE,
@@ -33,6 +37,7 @@ from .recovery import (
     MEMORY_OPEN,
     MemoryRender,
     candidates,
+    focus_first,
     piece_recovery,
     unit_recovery,
 )
@@ -45,17 +50,28 @@ from .render import (
     exceeds,
     fit_messages,
     memory_message,
-    no_inner_system,
     recent_window,
-    repair_pairing,
     split_layout,
 )
-from .schema import Note, Unit
+from .schema import Note, Unit, UnitKind
+from .sendable_request import PINNED_MIN_TOKENS, check_extra_tokens, enforce_part, passthrough
 from .stable import SentRequest, append_new, extend_memory, stable_budget
 from .stores import InMemoryStore, check_namespace
 from .timeline import Timeline, TimelineLevels
 from .tokens import default_tokenizer
-from .units import PackedUnit, next_step, pack_units, split_steps, to_unit, unit_key
+from .units import (
+    DIGEST_FORMAT,
+    PackedUnit,
+    StoredUnit,
+    action_text,
+    messages_digest,
+    next_step,
+    pack_units,
+    split_steps,
+    to_unit,
+    unit_key,
+)
+from .warm import catch_up, warm_embedder, warm_in_background
 from .writers import RuleRecordWriter
 
 
@@ -80,11 +96,14 @@ class _Namespace:
 
     index: NamespaceIndex
     children: dict[str | None, list[str]]
+    #: Units matched, with their messages' quick fingerprints (empty until first needed).
     chain: list[tuple[Unit, tuple[Any, ...]]] = field(default_factory=list)
     units: list[Unit] = field(default_factory=list)
     chain_messages: list[Message] = field(default_factory=list)
     user_units: list[int] = field(default_factory=list)
     sent: SentRequest | None = None
+    #: The store's version of the namespace this state reflects (``NamespaceVersions``).
+    version: str | None = None
 
     def set_chain(self, chain: list[tuple[Unit, tuple[Any, ...]]], kept: int, body: Sequence[Message]) -> None:
         """Replace the chain, keeping the derived lists of its first ``kept`` units.
@@ -121,7 +140,7 @@ class FlexAMem:
                  tokenizer: Tokenizer | None = None, embedder: Embedder | None = None,
                  writer: RecordWriter | None = None, **settings: Any) -> None:
         base = config or FlexAMemConfig()
-        self.config = FlexAMemConfig(**{**base.model_dump(), **settings}) if settings else base
+        self.config = FlexAMemConfig(**{**base.model_dump(exclude_unset=True), **settings}) if settings else base
         self.store: Store = store if store is not None else InMemoryStore()
         self.tokenizer: Tokenizer = tokenizer or default_tokenizer()
         self._embedder = embedder
@@ -129,6 +148,8 @@ class FlexAMem:
                                                                self.config.merged_record_words)
         self._spaces: dict[str, _Namespace] = {}
         self._lock = threading.RLock()
+        self.warming: threading.Thread | None = \
+            warm_in_background(lambda: self.embedder) if self.config.warm == "background" else None
 
     @property
     def embedder(self) -> Embedder:
@@ -136,20 +157,36 @@ class FlexAMem:
             self._embedder = default_embedder()
         return self._embedder
 
+    def warm(self) -> float:
+        """Load the embedder now (MiniLM: seconds, once per process) so the first render does
+        not wait for it; returns the seconds taken. ``warm="background"`` does this at creation."""
+        return warm_embedder(self.embedder)
+
     # ------------------------------------------------------------------ state
+    def _store_version(self, namespace: str) -> str | None:
+        return self.store.namespace_version(namespace) if isinstance(self.store, NamespaceVersions) else None
+
     def _space(self, namespace: str) -> _Namespace:
         check_namespace(namespace)
         space = self._spaces.get(namespace)
+        version = self._store_version(namespace)
+        if space is not None and version != space.version:
+            # Another instance wrote to or forgot from this namespace: rebuild from the store
+            # (from its snapshot), so nothing it wrote is missed and nothing it forgot is used.
+            del self._spaces[namespace]
+            space = None
         if space is None:
             index = NamespaceIndex(self.store, namespace, self.config.bm25_k1, self.config.bm25_b)
             if index.notes:
+                if index.save_due():  # a store written before snapshots, or by many writers
+                    index.save(self.tokenizer.name)
                 # The index just loaded is long-lived: keep the cyclic collector from walking it
                 # again on every full collection (seconds at 10,000 units, inside a render).
                 gc.freeze()
             children: dict[str | None, list[str]] = {}
             for key, parent in self.store.parents(namespace).items():
                 children.setdefault(parent, []).append(key)
-            space = self._spaces[namespace] = _Namespace(index, children)
+            space = self._spaces[namespace] = _Namespace(index, children, version=version)
         return space
 
     def count_messages(self, messages: Sequence[Message | Mapping[str, Any]], extra_tokens: int = 0) -> int:
@@ -173,8 +210,10 @@ class FlexAMem:
             matched, i = [], 0
             for unit, fps in space.chain:
                 n = len(unit.messages)
-                if i + n <= len(body) and all(a is b or quick_fingerprint(a) == fp
-                                              for a, b, fp in zip(body[i:i + n], unit.messages, fps)):
+                if i + n > len(body):
+                    break
+                fps = fps or tuple(map(quick_fingerprint, unit.messages))
+                if all(a is b or quick_fingerprint(a) == fp for a, b, fp in zip(body[i:i + n], unit.messages, fps)):
                     matched.append((unit, fps))
                     i += n
                 else:
@@ -184,15 +223,12 @@ class FlexAMem:
         while True:  # units stored earlier (another process, or before a restart)
             found = None
             for key in reversed(space.children.get(parent, [])):
-                stored = self.store.get_unit(namespace, key)
-                n = len(stored.messages)
-                if i + n <= len(body) and stored.kind == kind and \
-                        unit_key(body[i:i + n], kind, parent) == key:
-                    found = stored
+                found = self._stored_match(space, namespace, key, body, i, kind, parent)
+                if found is not None:
                     break
             if found is None:
                 break
-            matched.append((found, tuple(quick_fingerprint(m) for m in body[i:i + len(found.messages)])))
+            matched.append((found, ()))  # fingerprints made when first needed: most chains match by identity
             i += len(found.messages)
             parent = found.key
         first_step = next_step(matched[-1][0]) if matched else 1
@@ -208,8 +244,13 @@ class FlexAMem:
             unit = to_unit(p, kind, parent)
             new_units.append(unit)
             parent = unit.key
-        written = NoteWriter(self.config, self.tokenizer, self.embedder, self.writer).write(
-            self.store, space.index, new_units, progress) if new_units else 0
+        with catch_up(len(new_units), namespace, progress) as bar:
+            written = NoteWriter(self.config, self.tokenizer, self.embedder, self.writer).write(
+                self.store, space.index, new_units, bar) if new_units else 0
+        if written:
+            space.version = self._store_version(namespace)  # our own writes (a racing one shows next time)
+            if space.index.save_due():
+                space.index.save(self.tokenizer.name)
         for unit in new_units:
             siblings = space.children.setdefault(unit.parent, [])
             if unit.key not in siblings:
@@ -217,6 +258,33 @@ class FlexAMem:
             matched.append((unit, tuple(quick_fingerprint(m) for m in unit.messages)))
         space.set_chain(matched, kept, body)
         return _Synced(space.units, tail, written)
+
+    def _stored_match(self, space: _Namespace, namespace: str, key: str, body: Sequence[Message],
+                      i: int, kind: UnitKind, parent: str | None) -> Unit | None:
+        """The stored unit ``key`` if the body continues with it at ``i``, else None.
+
+        The key is the content address of the messages, kind and parent, so hashing the
+        caller's messages checks them all; the note says how many messages to hash, and
+        the unit's own body is read from the store only when it is used (a reopened chain
+        of 10,000 units would otherwise decode every one of them).
+        """
+        note = space.index.note(key) if key in space.index.position else None
+        if note is not None and note.messages:
+            n = note.messages
+            if i + n > len(body):
+                return None
+            if note.digest.startswith(DIGEST_FORMAT):  # key is a child of parent: the digest checks the rest
+                if messages_digest(body[i:i + n], kind) != note.digest:
+                    return None
+            elif unit_key(body[i:i + n], kind, parent) != key:
+                return None
+            return StoredUnit.lazy(self.store, namespace, key, kind, tuple(body[i:i + n]), parent,
+                                   note.first_step)
+        stored = self.store.get_unit(namespace, key)
+        n = len(stored.messages)
+        if i + n <= len(body) and stored.kind == kind and unit_key(body[i:i + n], kind, parent) == key:
+            return stored
+        return None
 
     def ingest(self, history: Sequence[Message | Mapping[str, Any]], *, namespace: str = "default",
                final: bool = False, progress: Any = None) -> int:
@@ -234,6 +302,7 @@ class FlexAMem:
             return synced.written
 
     # ------------------------------------------------------------------ rendering
+    @logged_render
     def render(self, history: Sequence[Message | Mapping[str, Any]], *, namespace: str = "default",
                budget: int | None = None, query: str | None = None, extra_tokens: int = 0) -> Rendered:
         """Messages to send for this call: the history itself when it fits, else the
@@ -244,8 +313,9 @@ class FlexAMem:
         """
         msgs = as_messages(history)
         cfg = self.config if budget is None else self.config.with_budget(budget)
-        if extra_tokens < 0:
-            raise ValueError("extra_tokens must be >= 0")
+        extra_tokens = check_extra_tokens(extra_tokens)
+        if query is not None and not isinstance(query, str):
+            raise MessageError(f"query must be a string or None, not {type(query).__name__}")
         stable = cfg.cache_stable and cfg.history == "agent"
         with self._lock:
             space = self._space(namespace)
@@ -257,14 +327,15 @@ class FlexAMem:
                 rendered = append_new(previous, msgs, cfg, self.tokenizer)
                 if rendered is not None:
                     self._sync(space, namespace, layout.body, False)
+                    rendered.report["newest_step"] = step_status(rendered.messages, msgs, cfg.history)
                     space.sent = previous.after(msgs, rendered)
                     return rendered
+            passed = None
             if not exceeds(msgs, self.tokenizer, cfg.effective_budget, extra_tokens):
                 self._sync(space, namespace, layout.body, False)
-                total = count_messages(msgs, self.tokenizer, extra_tokens)
-                rendered = Rendered(list(msgs), None, total,
-                                    {"passthrough": True, "budget": cfg.budget, "total_tokens": total},
-                                    passthrough=True)
+                passed = passthrough(msgs, cfg, self.tokenizer, extra_tokens)
+            if passed is not None:
+                rendered = passed
             elif not stable:
                 rendered = self._render(space, namespace, cfg, layout, query, extra_tokens)
             else:
@@ -283,6 +354,8 @@ class FlexAMem:
                     if previous is not None else 0
                 rendered.report["cache"] = {"step": "render", **rendered.report.get("cache", {}), "appended": False,
                                             "reused_prefix_tokens": min(prefix, rendered.tokens)}
+            rendered.report["newest_step"] = step_status(rendered.messages, msgs, cfg.history)
+            if stable:
                 space.sent = SentRequest.of(cfg.budget, extra_tokens, query, msgs, rendered)
             return rendered
 
@@ -296,6 +369,15 @@ class FlexAMem:
             rendered = self._render(space, namespace, low, layout, query, extra_tokens, stable=True)
         except BudgetError:
             rendered = None
+        if rendered is not None and rendered.report["old_units"]:
+            # A big newest unit can take nearly all of the reduced budget: the memory keeps
+            # ``stable_target`` of the allowance the whole budget gives it, the rest is for appending.
+            allowance = rendered.report["allowance"]
+            want = math.ceil(cfg.stable_target * (allowance + cfg.effective_budget - low.effective_budget))
+            if allowance < want:
+                mid = low.effective_budget + want - allowance
+                low = cfg.with_budget(min(cfg.budget, math.ceil(mid / cfg.safety_margin)))
+                rendered = self._render(space, namespace, low, layout, query, extra_tokens, stable=True)
         if rendered is None or rendered.report["newest_unit_cut_messages"] or \
                 rendered.report["newest_unit_dropped_steps"]:
             return self._render(space, namespace, cfg, layout, query, extra_tokens, stable=True)
@@ -307,9 +389,13 @@ class FlexAMem:
         """Async twin of :meth:`render` (runs in a worker thread)."""
         return await asyncio.to_thread(self.render, history, **kwargs)
 
+    @logged_render
     def render_question(self, question: str, *, namespace: str = "default", budget: int | None = None,
                         system_prompt: str = "") -> Rendered:
         """Reader use: render a namespace's stored history for a question."""
+        for name, value in (("question", question), ("system_prompt", system_prompt)):
+            if not isinstance(value, str):
+                raise MessageError(f"{name} must be a string, not {type(value).__name__}")
         msgs: list[Message] = [Message(role="system", content=system_prompt)] if system_prompt else []
         msgs.append(Message(role="user", content=question))
         cfg = self.config if budget is None else self.config.with_budget(budget)
@@ -317,7 +403,9 @@ class FlexAMem:
             space = self._space(namespace)
             units = self._stored_chain(space, namespace)
             layout = Layout(msgs[0] if system_prompt else None, (), (), (msgs[-1],))
-            return self._render(space, namespace, cfg, layout, None, 0, units=units)
+            rendered = self._render(space, namespace, cfg, layout, None, 0, units=units)
+            rendered.report["newest_step"] = step_status(rendered.messages, msgs, "reader")
+            return rendered
 
     def _stored_chain(self, space: _Namespace, namespace: str) -> list[Unit]:
         """The newest chain of the namespace: follow parents back from the last written unit."""
@@ -339,7 +427,7 @@ class FlexAMem:
 
     def _render(self, space: _Namespace, namespace: str, cfg: FlexAMemConfig, layout: Layout,
                 query: str | None, extra_tokens: int, units: list[Unit] | None = None,
-                stable: bool = False) -> Rendered:
+                stable: bool = False, chat_window: bool = True) -> Rendered:
         tk = self.tokenizer
         b_bar = cfg.effective_budget
         kind = cfg.history if units is None else "reader"  # a stored history asked a question: no window
@@ -363,28 +451,35 @@ class FlexAMem:
             window_units = all_units[len(all_units) - n_win:]
             old = [u for u in all_units[: len(all_units) - n_win] if isinstance(u, Unit)]
         else:
+            # A chat's open unit (the previous exchange) is its recent window, whatever its size:
+            # the newest turns stay verbatim (cut in the middle only if they alone are over);
+            # only if even cut it cannot fit does it become an old unit, as the paper has it.
             old = list(units)
-            if tail is not None:
-                tail_tokens = count_messages(tail.messages, tk) - 3
-                if tail_tokens <= cfg.window_share * cfg.budget:
-                    window_units = [tail]
-                else:
-                    final_sync = self._sync(space, namespace, layout.body, True)
-                    old = list(final_sync.units)
+            window_units = [tail] if tail is not None else []
+            if tail is not None and not chat_window and \
+                    count_messages(tail.messages, tk) - 3 > cfg.window_share * cfg.budget:
+                window_units = []
+                old = list(self._sync(space, namespace, layout.body, True).units)
         n_window = sum(len(u.messages) for u in window_units)
         # The window is the body's newest messages: send the caller's own objects.
         window_src = list(layout.body[len(layout.body) - n_window:]) if kind == "agent" and \
             n_window <= len(layout.body) else [m for u in window_units for m in u.messages]
-        window_msgs, n_repairs = repair_pairing(no_inner_system(window_src))
-        pinned = self._pinned_turn(space, len(old), window_msgs)
-        # The newest unit alone over the budget: cut its largest outputs (marked), keep pairing.
-        room_for_window = b_bar - fixed_tokens - (count_messages(pinned, tk) - 3 if pinned else 0)
-        n_cut = 0
-        n_dropped = 0
-        if window_msgs and count_messages(window_msgs, tk) - 3 > room_for_window:
-            window_msgs, n_cut, n_dropped = self._fit_window(window_msgs, room_for_window)
-        head = fixed
-        tail_msgs = [*pinned, *window_msgs, *layout.current]
+        window = enforce_part(window_src)
+        current = enforce_part(layout.current)
+        window_msgs, n_repairs = window.messages, window.repairs + current.repairs
+        pinned_src = [sendable(m) for m in self._pinned_turn(space, len(old), window_msgs, kind)]
+        # A human turn over the window's share is cut like any oversized message; down to its
+        # bones if the newest unit needs the room (the newest step comes first).
+        chat = kind != "agent"
+        pinned, n_pinned_cut, window_fit = self._fit_tail(pinned_src, window_msgs, b_bar - fixed_tokens,
+                                                          max(PINNED_MIN_TOKENS, int(cfg.window_share * cfg.budget)),
+                                                          chat)
+        if pinned_src and window_fit[3] > window_fit[4]:
+            pinned, n_pinned_cut, window_fit = self._fit_tail(pinned_src, window_msgs, b_bar - fixed_tokens,
+                                                              PINNED_MIN_TOKENS, chat)
+        window_msgs, n_cut, n_dropped = window_fit[:3]
+        head = [sendable(m) for m in fixed]
+        tail_msgs = [*pinned, *window_msgs, *current.messages]
         base = count_messages(head + tail_msgs, tk, extra_tokens)
         allowance = b_bar - base - PER_MESSAGE
         ref_allowance = b_bar - fixed_tokens - int(cfg.window_share * cfg.budget) - PER_MESSAGE \
@@ -397,7 +492,12 @@ class FlexAMem:
         if mem is not None and mem.tokens <= allowance:
             messages.append(memory_message(mem.text))
         messages.extend(tail_msgs)
+        final = apply_properties(messages)  # the parts obey the rules; this checks the whole
+        messages, n_repairs = final.messages, n_repairs + final.repairs
         tokens = count_messages(messages, tk, extra_tokens)
+        if tokens > b_bar and kind == "reader" and chat_window and window_units:
+            # even cut, the chat's open unit does not fit: it joins the old units instead
+            return self._render(space, namespace, cfg, layout, query, extra_tokens, stable=stable, chat_window=False)
         if tokens > b_bar:
             raise BudgetError(
                 f"budget {cfg.budget} (usable {b_bar}) cannot hold the fixed prompt and the newest "
@@ -407,32 +507,56 @@ class FlexAMem:
             "effective_budget": b_bar, "total_tokens": tokens, "prompt_tokens": fixed_tokens,
             "window_tokens": base - fixed_tokens + 3 if tail_msgs else 0,
             "window_units": len(window_units), "old_units": len(old), "newest_unit_cut_messages": n_cut,
-            "window_messages": len(window_msgs) if not (n_cut or n_dropped or n_repairs) else None,
+            "window_messages": len(window_msgs) if not (n_cut or n_dropped or n_repairs or n_pinned_cut) else None,
             "pairing_repairs": n_repairs, "newest_unit_dropped_steps": n_dropped,
+            "pinned_turn_cut_messages": n_pinned_cut,
+            "sanitised_messages": sum(1 for m in messages if m.metadata.get("flexamem_sanitised")),
             "allowance": allowance, "reference_allowance": ref_allowance,
             "memory_tokens": mem.tokens if mem else 0,
+            "unused_allowance": max(0, allowance - (mem.tokens if mem and mem.tokens <= allowance else 0)),
             "spent": mem.spent if mem else {"timeline": 0, "raw": 0, "excerpt": 0, "pieces": 0},
             "units": mem.units if mem else [], "pieces": mem.pieces if mem else [],
             "llm_calls": mem.llm_calls if mem else 0,
+            "recovered_dropped": mem.dropped if mem else 0,
         }
         return Rendered(messages, mem.text if mem and mem.tokens <= allowance else None, tokens, report)
 
-    def _fit_window(self, window: list[Message], room: int) -> tuple[list[Message], int, int]:
+    def _fit_tail(self, pinned: list[Message], window: list[Message], room: int, pinned_cap: int,
+                  chat: bool = False) -> tuple[list[Message], int, tuple[list[Message], int, int, int, int]]:
+        """The pinned turn cut to ``pinned_cap``, then the window fitted to the room left.
+
+        Returns the pinned turn, its cuts, and (window, cuts, dropped steps, window tokens, room)."""
+        tk = self.tokenizer
+        n_pinned_cut = 0
+        if pinned and count_messages(pinned, tk) - 3 > pinned_cap:
+            pinned, n_pinned_cut = fit_messages(pinned, pinned_cap, tk)
+        room_for_window = room - (count_messages(pinned, tk) - 3 if pinned else 0)
+        n_cut = n_dropped = 0
+        if window and count_messages(window, tk) - 3 > room_for_window:
+            window, n_cut, n_dropped = self._fit_window(window, room_for_window, chat)
+        used = count_messages(window, tk) - 3 if window else 0
+        return pinned, n_pinned_cut, (window, n_cut, n_dropped, used, room_for_window)
+
+    def _fit_window(self, window: list[Message], room: int, chat: bool = False) -> tuple[list[Message], int, int]:
         """The newest unit alone over the budget: cut its largest outputs (marked); if that is
         not enough, leave out its oldest whole steps (never the newest) for this call."""
         steps = split_steps(window)
         dropped = 0
         while True:
             msgs = [m for s in steps for m in s]
-            fitted, n_cut = fit_messages(msgs, room, self.tokenizer)
+            fitted, n_cut = fit_messages(msgs, room, self.tokenizer, outputs_first=not chat)
             if count_messages(fitted, self.tokenizer) - 3 <= room or len(steps) == 1:
                 return fitted, n_cut, dropped
             steps = steps[1:]
             dropped += 1
 
-    def _pinned_turn(self, space: _Namespace, n_old: int, window: Sequence[Message]) -> list[Message]:
-        """Agents: the newest user turn stays visible even when its unit left the window."""
-        if self.config.history != "agent" or not self.config.pin_user_turn or not n_old:
+    def _pinned_turn(self, space: _Namespace, n_old: int, window: Sequence[Message],
+                     kind: str | None = None) -> list[Message]:
+        """Agents: the newest user turn stays visible even when its unit left the window.
+
+        ``kind`` is how this call reads the history: a question over a stored agent history
+        (``render_question``) is a reader's call, so no old turn is pinned before it."""
+        if (kind or self.config.history) != "agent" or not self.config.pin_user_turn or not n_old:
             return []
         if any(m.role == "user" for m in window):
             return []
@@ -459,7 +583,9 @@ class FlexAMem:
     def _queries(self, cfg: FlexAMemConfig, layout: Layout, window_units: Sequence[Unit | PackedUnit],
                  query: str | None) -> tuple[np.ndarray, str, str]:
         """The query of a call: its vector (the one model call of a render) and the texts
-        that BM25 scores excerpts and pieces by. Agents: the task and the newest unit."""
+        that BM25 scores excerpts and pieces by. Agents: the task and the newest unit; when
+        the caller (``query``) or a human turn of the newest unit asks for something, its
+        own words score the excerpts and pieces (a newest unit full of output would drown them)."""
         task_text = "\n".join(m.text for m in layout.task)
         newest = window_units[-1].raw if window_units else ""
         question = "\n".join(m.text for m in layout.current)
@@ -467,14 +593,38 @@ class FlexAMem:
         if cfg.history == "agent" and not question:
             q_vec = normalize(sum(self.embedder.embed([t for t in (task_text, newest, extra) if t]),
                                   np.zeros(self.embedder.dim, dtype=np.float32)))
+            focus = self._focus(cfg, window_units, query)
+            if focus:
+                return q_vec, focus, focus
             return q_vec, "\n".join(t for t in (newest, extra) if t), \
                 "\n".join(t for t in (task_text, newest, extra) if t)
         q_text = "\n".join(t for t in (question, extra) if t) or task_text
         return self.embedder.embed([q_text])[0], q_text, q_text
 
+    @staticmethod
+    def _focus(cfg: FlexAMemConfig, window_units: Sequence[Unit | PackedUnit], query: str | None) -> str:
+        """What this agent call is asked, in words: ``query``, else the newest human turn of the
+        newest unit (only where user messages are human turns: ``pin_user_turn``)."""
+        if query:
+            return query
+        if not cfg.pin_user_turn or not window_units:
+            return ""
+        msgs = window_units[-1].messages
+        for i in range(len(msgs) - 1, -1, -1):
+            if msgs[i].role == "user":
+                # the observation of a text action (a command in a code block) is not a question
+                answers_action = i > 0 and msgs[i - 1].role == "assistant" and bool(action_text(msgs[i - 1]))
+                return "" if answers_action else msgs[i].text
+        return ""
+
     def _memory(self, space: _Namespace, cfg: FlexAMemConfig, notes: list[Note], allowance: int,
                 size_allowance: int, layout: Layout, window_units: Sequence[Unit | PackedUnit],
                 query: str | None, stable: bool = False) -> MemoryRender | None:
+        """The memory of one call. The timeline is merged to its target (sized by the larger
+        reference allowance, so merges recur call after call); when the newest unit is big, its
+        oldest records make room for recovery (per-call renders; recovered units stay shown);
+        to fit the allowance it is merged further, and hidden only when even that cannot fit.
+        Room recovery leaves unused goes back to the timeline, so the memory uses its allowance."""
         tk = self.tokenizer
         index = space.index
         wrapper = tk.count(f"{MEMORY_OPEN}\n{MEMORY_INTRO}\n{MEMORY_CLOSE}") + 16
@@ -485,28 +635,58 @@ class FlexAMem:
         size_mem = size_allowance - wrapper
         if cfg.mode == "unit":
             cands = candidates(q_vec, notes, index, cfg, piece_query) if cfg.recovery else []
+            focus = self._focus(cfg, window_units, query) if cfg.history == "agent" and not layout.current else ""
+            if cands and focus and not cfg.random_candidates:  # what was asked: its best match first
+                cands = focus_first(cands, notes, index, content_words(focus))
             d = sum(max(0, n.raw_tokens - n.record_tokens) for n in (notes[c.pos] for c in cands))
-            timeline = self._timeline(space, cfg, notes, max(cfg.timeline_share * size_mem, size_mem - d))
-            if a_mem < size_mem and not stable:  # the newest unit is big: hide the oldest records,
-                # this call only (never all of them for the share: the allowance check below does
-                # that if need be). A stable request keeps its trace: it only hides what cannot fit.
-                timeline.hide_down_to(max(cfg.timeline_share * a_mem, a_mem - d), keep=1)
-            timeline.hide_down_to(a_mem)
+            target = max(cfg.timeline_share * size_mem, size_mem - d)
+            # the newest unit is big: the oldest records make room for recovery, this call only
+            # (a recovered unit whose record is hidden is shown after the mark). A stable
+            # request keeps its trace: it only hides what cannot fit.
+            room_for = max(cfg.timeline_share * a_mem, a_mem - d) if a_mem < size_mem and not stable else None
             ranges = [index.unit_docs.get(notes[c.pos].unit_key, range(0)) for c in cands]
             scores = index.bm25.scores_in(content_words(excerpt_query), ranges)
-            mem = unit_recovery(notes, timeline, cands, a_mem - timeline.total, allowance, index, cfg,
-                                tk, scores, in_place_detail=not stable)
+
+            def recover(timeline: Timeline) -> MemoryRender:
+                return unit_recovery(notes, timeline, cands, a_mem - timeline.total, allowance, index, cfg,
+                                     tk, scores, in_place_detail=not stable)
         else:
-            timeline = self._timeline(space, cfg, notes, cfg.timeline_share * size_mem)
-            if a_mem < size_mem:
-                timeline.hide_down_to(cfg.timeline_share * a_mem, keep=1)
-            timeline.hide_down_to(a_mem)
-            room = a_mem - timeline.total
-            mem = piece_recovery(notes, timeline, piece_query, q_vec, room, allowance, index, tk) \
-                if cfg.recovery else \
-                unit_recovery(notes, timeline, [], room, allowance, index, cfg, tk, np.zeros(0))
-        mem.llm_calls += timeline.llm_calls
+            target = cfg.timeline_share * size_mem
+            room_for = cfg.timeline_share * a_mem if a_mem < size_mem else None
+
+            def recover(timeline: Timeline) -> MemoryRender:
+                room = a_mem - timeline.total
+                return piece_recovery(notes, timeline, piece_query, q_vec, room, allowance, index, tk) \
+                    if cfg.recovery else \
+                    unit_recovery(notes, timeline, [], room, allowance, index, cfg, tk, np.zeros(0))
+        timeline = self._fitted_timeline(space, cfg, notes, target, a_mem, room_for)
+        mem = recover(timeline)
+        calls = timeline.llm_calls
+        unused = allowance - mem.tokens
+        if unused > 0 and timeline.total < a_mem and (timeline.hidden_until or any(it.level for it in timeline.items)):
+            # Recovery left room: give it back to the trace (fewer hidden or merged records), recover again.
+            wider = self._fitted_timeline(space, cfg, notes, target, a_mem, timeline.total + unused) \
+                if timeline.hidden_until else self._fitted_timeline(space, cfg, notes, timeline.total + unused, a_mem)
+            calls += wider.llm_calls
+            if wider.total > timeline.total:
+                again = recover(wider)
+                if mem.tokens <= again.tokens <= allowance:
+                    mem = again
+        mem.llm_calls += calls
         return mem
+
+    def _fitted_timeline(self, space: _Namespace, cfg: FlexAMemConfig, notes: Sequence[Note], target: float,
+                         a_mem: int, room_for: float | None = None) -> Timeline:
+        """The timeline merged to ``target``; with ``room_for`` its oldest items hidden down to it
+        (a big newest unit); then merged, not hidden, to fit ``a_mem``: the oldest items are
+        hidden for room only if the fully merged timeline is still over it."""
+        timeline = self._timeline(space, cfg, notes, target)
+        if room_for is not None:
+            timeline.hide_down_to(room_for, keep=1)
+        if timeline.total > a_mem:
+            timeline = self._timeline(space, cfg, notes, a_mem)
+            timeline.hide_down_to(a_mem)
+        return timeline
 
     # ------------------------------------------------------------------ forgetting
     def forget(self, namespace: str, unit_key: str | None = None) -> int:

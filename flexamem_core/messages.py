@@ -11,15 +11,19 @@ from __future__ import annotations
 import hashlib
 import json
 import operator
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from json.encoder import encode_basestring  # type: ignore[attr-defined]
 from typing import Any, Literal
 
 Role = Literal["system", "user", "assistant", "tool"]
 ROLES: frozenset[str] = frozenset({"system", "user", "assistant", "tool"})
 
 #: Control characters that are removed from text shown to a model (tab/newline/CR kept).
-_CONTROL = {c: None for c in range(32) if c not in (9, 10, 13)} | {127: None}
+_CONTROL_RE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]+")
+#: What :func:`clean_text` changes: those control characters and lone surrogates.
+_UNSENDABLE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
 
 
 class MessageError(ValueError):
@@ -80,7 +84,19 @@ class Message:
         elif not isinstance(self.content, (str, tuple)):
             raise MessageError(f"content must be str or a list of parts, not {type(self.content).__name__}")
         if not (isinstance(self.tool_calls, tuple) and all(isinstance(c, ToolCall) for c in self.tool_calls)):
+            if self.tool_calls is not None and (isinstance(self.tool_calls, (str, bytes, Mapping))
+                                                or not isinstance(self.tool_calls, Iterable)):
+                raise MessageError(f"tool_calls must be a list of tool calls, not {type(self.tool_calls).__name__}")
             object.__setattr__(self, "tool_calls", tuple(ToolCall.from_any(c) for c in self.tool_calls or ()))
+        if not isinstance(self.metadata, Mapping):
+            raise MessageError(f"metadata must be a mapping, not {type(self.metadata).__name__}")
+        for name in ("tool_call_id", "id", "name"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, str):
+                if isinstance(value, (int, float)) and not isinstance(value, bool):
+                    object.__setattr__(self, name, str(value))  # a numeric id: the same id as text
+                else:
+                    raise MessageError(f"{name} must be a string, not {type(value).__name__}")
 
     @property
     def text(self) -> str:
@@ -89,14 +105,15 @@ class Message:
 
     def fingerprint(self) -> str:
         """A stable hash of what the message says (id excluded), used to detect edits."""
-        h = hashlib.sha256()
-        h.update(self.role.encode())
-        h.update(b"\x00" + json.dumps(_jsonable_content(self.content), sort_keys=True,
-                                      ensure_ascii=False, default=str).encode("utf-8", "surrogatepass"))
-        for call in self.tool_calls:
-            h.update(b"\x01" + f"{call.id}\x02{call.name}\x02{call.arguments}".encode("utf-8", "surrogatepass"))
-        h.update(b"\x03" + str(self.tool_call_id).encode() + b"\x03" + str(self.name).encode())
-        return h.hexdigest()
+        # encode_basestring is what json.dumps(str, ensure_ascii=False) runs, without building
+        # an encoder per call: the same bytes, twice as fast when a reopen hashes every message.
+        content = encode_basestring(self.content) if isinstance(self.content, str) else \
+            json.dumps(_jsonable_content(self.content), sort_keys=True, ensure_ascii=False, default=str)
+        calls = "".join(f"\x01{c.id}\x02{c.name}\x02{c.arguments}" for c in self.tool_calls) \
+            if self.tool_calls else ""
+        # One string, one encode, one hash: the same bytes as hashing the parts in turn.
+        text = f"{self.role}\x00{content}{calls}\x03{self.tool_call_id}\x03{self.name}"
+        return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable form, the verbatim copy kept in the store."""
@@ -131,8 +148,16 @@ class Message:
             tool_call_id=data.get("tool_call_id"),
             id=data.get("id"),
             name=data.get("name"),
-            metadata=dict(data.get("metadata") or {}),
+            metadata=_metadata(data.get("metadata")),
         )
+
+
+def _metadata(value: Any) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise MessageError(f"metadata must be a mapping, not {type(value).__name__}")
+    return dict(value)
 
 
 def _jsonable_content(content: str | tuple[Mapping[str, Any], ...]) -> Any:
@@ -141,15 +166,20 @@ def _jsonable_content(content: str | tuple[Mapping[str, Any], ...]) -> Any:
     return [dict(p) for p in content]
 
 
+def needs_cleaning(text: str) -> bool:
+    """Whether :func:`clean_text` would change ``text`` (one regex scan in C)."""
+    return _UNSENDABLE.search(text) is not None
+
+
 def clean_text(text: str) -> str:
     """Make text safe to show and count: replace lone surrogates, drop control characters."""
-    if not text:
-        return ""
+    if not text or not needs_cleaning(text):
+        return text or ""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
         text = text.encode("utf-8", "replace").decode("utf-8")
-    return text.translate(_CONTROL)
+    return _CONTROL_RE.sub("", text)
 
 
 def content_text(content: str | Sequence[Mapping[str, Any]] | None) -> str:
@@ -174,13 +204,13 @@ def content_text(content: str | Sequence[Mapping[str, Any]] | None) -> str:
 
 def tool_call_text(call: ToolCall) -> str:
     """One-line text of a tool call as shown in memory."""
-    return f"{call.name}({clean_text(call.arguments)})"
+    return f"{clean_text(call.name)}({clean_text(call.arguments)})"
 
 
 def message_text(message: Message) -> str:
     """All the text a message carries (content plus tool calls), as counted and indexed."""
     parts = [message.text]
-    parts.extend(f"[tool call {c.id or '?'}] {tool_call_text(c)}" for c in message.tool_calls)
+    parts.extend(f"[tool call {clean_text(c.id or '?')}] {tool_call_text(c)}" for c in message.tool_calls)
     return "\n".join(p for p in parts if p)
 
 
@@ -205,6 +235,8 @@ def as_messages(history: Sequence[Message | Mapping[str, Any]]) -> list[Message]
     """Accept :class:`Message` objects or message dicts; raise a clear error otherwise."""
     if isinstance(history, (str, bytes)):
         raise MessageError("history must be a sequence of messages, not a string")
+    if isinstance(history, Mapping) or not isinstance(history, Iterable):
+        raise MessageError(f"history must be a sequence of messages, not {type(history).__name__}")
     if isinstance(history, (list, tuple)) and set(map(type, history)) <= {Message}:
         return list(history)  # already core messages: one pass in C, no per-message Python work
     out: list[Message] = []

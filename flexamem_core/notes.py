@@ -14,7 +14,7 @@ from .index import NamespaceIndex
 from .pieces import cut_pieces
 from .protocols import Embedder, RecordWriter, Store, Tokenizer
 from .schema import Note, Piece, Unit
-from .units import next_step, unit_blocks, unit_label
+from .units import messages_digest, next_step, unit_blocks, unit_label
 
 
 class NoteWriter:
@@ -51,7 +51,8 @@ class NoteWriter:
                         tags=rec.tags, description=rec.description, embedding=vec, links=links,
                         raw_tokens=self.tokenizer.count(unit.raw), first_step=unit.first_step,
                         last_step=next_step(unit) - 1, label=unit_label(unit),
-                        writer=rec.writer, llm_calls=rec.llm_calls)
+                        writer=rec.writer, llm_calls=rec.llm_calls, messages=len(unit.messages),
+                        digest=messages_digest(unit.messages, unit.kind))
             pieces: list[Piece] = cut_pieces(unit.key, unit_blocks(unit), self.tokenizer,
                                              self.config.piece_tokens)
             if store.write_unit(index.namespace, unit, note, pieces):

@@ -14,44 +14,54 @@ from .schema import Piece
 from .units import Block
 
 
-def _lines_of(text: str, tokenizer: Tokenizer, kappa: int) -> list[tuple[str, int]]:
-    out: list[tuple[str, int]] = []
+def _lines_of(text: str, tokenizer: Tokenizer, kappa: int) -> list[tuple[str, int, str]]:
+    """(text, tokens, joiner) segments: lines, and the parts of a line over kappa. The joiner
+    is what precedes a segment in the text: a newline before a line, nothing inside one."""
+    out: list[tuple[str, int, str]] = []
     for line in text.split("\n"):
         n = tokenizer.count(line)
         if n <= kappa:
-            out.append((line, n))
+            out.append((line, n, "\n"))
         else:
-            out.extend((part, tokenizer.count(part)) for part in tokenizer.split(line, kappa))
+            out.extend((part, tokenizer.count(part), "\n" if k == 0 else "")
+                       for k, part in enumerate(tokenizer.split(line, kappa)))
     return out
 
 
 def cut_block(text: str, tokenizer: Tokenizer, kappa: int) -> list[tuple[str, int]]:
-    """Greedy line packing of one block into (text, tokens) parts of at most ``kappa``."""
+    """Greedy line packing of one block into (text, tokens) parts of at most ``kappa``.
+
+    Every part is a slice of ``text``: segments are joined by exactly what separated them."""
     parts: list[tuple[str, int]] = []
-    cur: list[str] = []
+    cur: list[tuple[str, str]] = []
     est = 0
-    for line, n in _lines_of(text, tokenizer, kappa):
-        if cur and est + 1 + n > kappa:
+    for line, n, joiner in _lines_of(text, tokenizer, kappa):
+        sep = len(joiner) if cur else 0
+        if cur and est + sep + n > kappa:
             parts.append(_finish(cur, tokenizer, kappa, parts))
-            cur, est = [], 0
-        est = est + (1 if cur else 0) + n
-        cur.append(line)
+            cur, est, sep = [], 0, 0
+        est += sep + n
+        cur.append((line, joiner))
     if cur:
         parts.append(_finish(cur, tokenizer, kappa, parts))
     return [p for p in parts if p[0].strip()]
 
 
-def _finish(lines: list[str], tokenizer: Tokenizer, kappa: int,
+def _join(segments: list[tuple[str, str]]) -> str:
+    return segments[0][0] + "".join(joiner + text for text, joiner in segments[1:])
+
+
+def _finish(segments: list[tuple[str, str]], tokenizer: Tokenizer, kappa: int,
             parts: list[tuple[str, int]]) -> tuple[str, int]:
-    """Join lines; if the exact count is over kappa, emit leading lines separately."""
-    while len(lines) > 1:
-        text = "\n".join(lines)
+    """Join segments; if the exact count is over kappa, emit leading segments separately."""
+    while len(segments) > 1:
+        text = _join(segments)
         n = tokenizer.count(text)
         if n <= kappa:
             return text, n
-        first = lines.pop(0)
+        first = segments.pop(0)[0]
         parts.append((first, tokenizer.count(first)))
-    text = lines[0]
+    text = segments[0][0]
     return text, tokenizer.count(text)
 
 

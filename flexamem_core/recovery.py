@@ -61,6 +61,8 @@ class MemoryRender:
     units: list[dict[str, Any]] = field(default_factory=list)
     pieces: list[dict[str, Any]] = field(default_factory=list)
     llm_calls: int = 0
+    #: Recovered elements chosen but dropped by the final shrink loop (framing underestimated).
+    dropped: int = 0
 
 
 class _Prefix:
@@ -116,25 +118,92 @@ def candidates(q_vec: np.ndarray, notes: Sequence[Note], index: NamespaceIndex,
     return [Candidate(p, sc, why) for p, (sc, why) in sorted(best.items(), key=lambda kv: (-kv[1][0], kv[0]))]
 
 
-def omission_join(pieces: Sequence[Piece], total: int) -> str:
-    """Pieces in order, each out-of-context piece labelled, '...' where text was left out."""
-    out: list[str] = []
-    prev = -1
+def focus_first(cands: Sequence[Candidate], notes: Sequence[Note], index: NamespaceIndex,
+                words: set[str]) -> list[Candidate]:
+    """The candidates with the old unit holding the best BM25 piece for ``words`` first.
+
+    Cosine over a whole unit cannot tell which of thirty similar outputs printed the token
+    a user asks about; the lexical match can."""
+    if not words or not notes:
+        return list(cands)
+    ranges = [index.unit_docs.get(nt.unit_key, range(0)) for nt in notes]
+    scores = index.bm25.scores_in(words, ranges)
+    best, best_pos = 0.0, -1
+    for pos, r in enumerate(ranges):
+        if len(r):
+            top = float(scores[r.start:r.stop].max())
+            if top > best:
+                best, best_pos = top, pos
+    if best_pos < 0:
+        return list(cands)
+    rest = [c for c in cands if c.pos != best_pos]
+    own = next((c.score for c in cands if c.pos == best_pos), 0.0)  # its g, if reached at all
+    return [Candidate(best_pos, own, "focus match"), *rest]
+
+
+def piece_runs(pieces: Sequence[Piece]) -> list[list[Piece]]:
+    """Pieces (in order) grouped into runs of consecutive pieces of their unit."""
+    runs: list[list[Piece]] = []
     for p in pieces:
-        if p.index != prev + 1:
+        if runs and p.index == runs[-1][-1].index + 1:
+            runs[-1].append(p)
+        else:
+            runs.append([p])
+    return runs
+
+
+def piece_spans(plist: Sequence[Piece], raw: str) -> list[tuple[int, int]] | None:
+    """Where each piece of a unit lies in its raw text (pieces are slices, in order, separated
+    only by whitespace), or None if the raw text does not hold them."""
+    spans, at = [], 0
+    for p in plist:
+        start = raw.find(p.text, at)
+        if start < 0:
+            return None
+        at = start + len(p.text)
+        spans.append((start, at))
+    return spans
+
+
+def omission_join(pieces: Sequence[Piece], total: int, raw: str | None = None,
+                  spans: Sequence[tuple[int, int]] | None = None) -> str:
+    """Pieces in order as runs of verbatim text: a run that does not begin its turn or block is
+    labelled once, where it starts; '...' only where text was left out.
+
+    With the unit's ``raw`` text and :func:`piece_spans`, a run is the slice of the raw text
+    from its first piece to the end of its last, so it reads exactly as it was written;
+    without them its pieces are joined by newlines."""
+    out: list[str] = []
+    runs = piece_runs(pieces)
+    for k, run in enumerate(runs):
+        if run[0].index != (runs[k - 1][-1].index + 1 if k else 0):
             out.append("...")
-        out.append(p.text if p.starts_block else f"[{p.label}] {p.text}")
-        prev = p.index
-    if pieces and prev != total - 1:
+        if raw is not None and spans is not None:
+            text = raw[spans[run[0].index][0]:spans[run[-1].index][1]]
+        else:
+            text = "\n".join(p.text for p in run)
+        out.append(text if run[0].starts_block else f"[{run[0].label}] {text}")
+    if pieces and pieces[-1].index != total - 1:
         out.append("...")
     return "\n".join(out)
 
 
+def verbatim_join(pieces: Sequence[Piece], plist: Sequence[Piece], raw_of: Callable[[], str]) -> str:
+    """:func:`omission_join` of a unit's pieces, reading the raw text only when a run has more
+    than one piece (a single piece is already verbatim)."""
+    if len(piece_runs(pieces)) == len(pieces):
+        return omission_join(pieces, len(plist))
+    raw = raw_of()
+    return omission_join(pieces, len(plist), raw, piece_spans(plist, raw))
+
+
 def _joined_estimate(pieces: Sequence[Piece], total: int, tokenizer: Tokenizer) -> int:
-    """Token estimate of :func:`omission_join` from the pieces' stored counts."""
-    marks = sum(1 for a, b in zip([-1, *[p.index for p in pieces]], [p.index for p in pieces]) if b != a + 1)
+    """Token estimate of :func:`omission_join` from the pieces' stored counts: the pieces, one
+    separator between neighbours, a label per run that starts mid-block, the marks."""
+    runs = piece_runs(pieces)
+    marks = sum(1 for k, run in enumerate(runs) if run[0].index != (runs[k - 1][-1].index + 1 if k else 0))
     marks += 1 if pieces and pieces[-1].index != total - 1 else 0
-    labels = sum(tokenizer.count(f"[{p.label}] ") for p in pieces if not p.starts_block)
+    labels = sum(tokenizer.count(f"[{run[0].label}] ") for run in runs if not run[0].starts_block)
     return sum(p.tokens + 1 for p in pieces) + 2 * marks + labels
 
 
@@ -175,9 +244,14 @@ class Assembler:
         for group in by_item.values():
             group.sort(key=lambda e: (e.pos, e.rank))
         lines = [MEMORY_OPEN, MEMORY_INTRO]
+        later: list[Element] = []
         if self.timeline.hidden_until:
             lines.append(f"- [{self.timeline.hidden_until} earlier units not shown in this call]")
-        later: list[Element] = []
+            hidden = by_item.get(-1, [])  # recovered units whose records are hidden this call
+            if self.detail_after:
+                later.extend(hidden)
+            else:
+                lines.extend(e.text for e in hidden)
         for item in self.timeline.items:
             here = by_item.get(item.start, ())
             in_place = [e for e in here if e.in_place]
@@ -249,7 +323,8 @@ def fit_or_degrade(notes: Sequence[Note], cands: Sequence[Candidate], room: int,
         # Estimated from stored piece counts (no re-tokenizing); the caller checks exactly.
         exc_cost = tokenizer.count(head) + 1 + _joined_estimate(kept, len(plist), tokenizer) + 1 - credit
         if exc_cost <= room:
-            exc_text = f"{head}\n{omission_join(kept, len(plist))}"
+            joined = verbatim_join(kept, plist, lambda k=note.unit_key: store.get_unit(ns, k).raw)
+            exc_text = f"{head}\n{joined}"
             elements.append(Element(cand.pos, rank, "excerpt", exc_text, exc_cost + credit, in_place))
             room -= exc_cost
     return elements
@@ -269,7 +344,7 @@ def unit_recovery(notes: Sequence[Note], timeline: Timeline, cands: Sequence[Can
     def credit_of(pos: int) -> int | None:
         item = timeline.item_at(pos)
         if item is None:
-            return None  # hidden this call
+            return 0  # its record is hidden this call: the text goes after the mark
         return item.tokens if item.level == 0 and in_place_detail else 0
 
     elements = fit_or_degrade(notes, cands if cfg.recovery else (), room, index, cfg, tokenizer,
@@ -281,7 +356,8 @@ def unit_recovery(notes: Sequence[Note], timeline: Timeline, cands: Sequence[Can
              - sum(timeline.item_at(e.pos).tokens for e in kept if e.in_place),  # type: ignore[union-attr]
              "raw": sum(e.tokens for e in kept if e.resolution == "raw"),
              "excerpt": sum(e.tokens for e in kept if e.resolution == "excerpt"), "pieces": 0}
-    return MemoryRender(text, n, spent, _unit_reports(notes, timeline, kept_by_pos, why))
+    return MemoryRender(text, n, spent, _unit_reports(notes, timeline, kept_by_pos, why),
+                        dropped=len(elements) - len(kept))
 
 
 def _old_docs(notes: Sequence[Note], index: NamespaceIndex, n_docs: int) -> np.ndarray:
@@ -311,9 +387,16 @@ def piece_recovery(notes: Sequence[Note], timeline: Timeline, query_text: str, q
     scores = index.bm25.scores(content_words(query_text))
     hits = np.flatnonzero((scores > 0) & _old_docs(notes, index, len(scores)))
     tokens = index.doc_tokens_array()
-    chosen = select_pieces(hits, scores, tokens, room, lambda run: index.piece_cosines(run, q_vec))
     pos_of = {nt.unit_key: p for p, nt in enumerate(notes)}
+    framing = _Framing(index, notes, pos_of, tokenizer)
+    chosen = select_pieces(hits, scores, tokens, room, lambda run: index.piece_cosines(run, q_vec), framing)
     cache: dict[str, list[Piece]] = {}
+    raws: dict[str, str] = {}
+
+    def raw_of(key: str) -> str:
+        if key not in raws:
+            raws[key] = store.get_unit(ns, key).raw
+        return raws[key]
 
     def tail(kept: Sequence[Element]) -> str:
         if not kept:
@@ -327,7 +410,7 @@ def piece_recovery(notes: Sequence[Note], timeline: Timeline, query_text: str, q
             plist = cache.setdefault(key, store.pieces(ns, key))
             ps = sorted((plist[index.doc_piece[d]] for d in by_unit[pos]), key=lambda p: p.index)
             out.append(f"== [{notes[pos].label}] ==")
-            out.append(omission_join(ps, len(plist)))
+            out.append(verbatim_join(ps, plist, lambda k=key: raw_of(k)))
         return "\n".join(out)
 
     # Elements carry the doc number in ``text``; the tail renders them grouped by unit.
@@ -335,6 +418,17 @@ def piece_recovery(notes: Sequence[Note], timeline: Timeline, query_text: str, q
                 for rank, d in enumerate(chosen)]
     assembler = _PieceAssembler(timeline, tokenizer)
     text, n, kept = shrink(assembler, elements, allowance, tail)
+    if len(kept) == len(chosen) and allowance - n > 0:
+        # The framing estimate is an upper bound (a later neighbour joins a run): fill the
+        # room it left, counted exactly this time, with the next best pieces.
+        taken = set(chosen)
+        more = select_pieces(np.asarray([d for d in hits if d not in taken], dtype=np.int64), scores, tokens,
+                             allowance - n, lambda run: index.piece_cosines(run, q_vec), framing)
+        if more:
+            elements += [Element(pos_of[index.doc_unit[d]], len(chosen) + r, "piece", str(d), int(tokens[d]), False)
+                         for r, d in enumerate(more)]
+            chosen = [*chosen, *more]
+            text, n, kept = shrink(assembler, elements, allowance, tail)
     spent = {"timeline": timeline.total, "raw": 0, "excerpt": 0, "pieces": max(0, n - timeline.total)}
     pieces = [{"unit": notes[e.pos].unit_key, "piece": index.doc_piece[int(e.text)],
                "score": round(float(scores[int(e.text)]), 4), "rank": e.rank} for e in kept]
@@ -344,7 +438,32 @@ def piece_recovery(notes: Sequence[Note], timeline: Timeline, query_text: str, q
     reports = _unit_reports(notes, timeline, {}, {})
     for r in reports:
         r["pieces"] = counts.get(r["position"], 0)
-    return MemoryRender(text, n, spent, reports, pieces)
+    return MemoryRender(text, n, spent, reports, pieces, dropped=len(chosen) - len(kept))
+
+
+class _Framing:
+    """What a chosen piece costs beyond its own tokens, counted before choosing it: its line,
+    the '...' of a run that joins no chosen neighbour, its unit's header line when it is the
+    unit's first piece, and the pieces header for the first piece of all."""
+
+    def __init__(self, index: NamespaceIndex, notes: Sequence[Note], pos_of: dict[str, int],
+                 tokenizer: Tokenizer) -> None:
+        self.index, self.notes, self.pos_of, self.tokenizer = index, notes, pos_of, tokenizer
+        self.taken: set[int] = set()
+        self.units: set[str] = set()
+        self.opening = tokenizer.count(PIECES_HEADER) + 1
+
+    def cost(self, d: int) -> int:
+        unit = self.index.doc_unit[d]
+        joined = any(n in self.taken and self.index.doc_unit[n] == unit for n in (d - 1, d + 1))
+        extra = 1 if joined else 3
+        if unit not in self.units:
+            extra += self.tokenizer.count(f"== [{self.notes[self.pos_of[unit]].label}] ==") + 1
+        return extra + (self.opening if not self.taken else 0)
+
+    def take(self, d: int) -> None:
+        self.taken.add(d)
+        self.units.add(self.index.doc_unit[d])
 
 
 class _PieceAssembler(Assembler):
@@ -355,8 +474,9 @@ class _PieceAssembler(Assembler):
 
 
 def select_pieces(hits: Sequence[int] | np.ndarray, scores: np.ndarray, tokens: Sequence[int] | np.ndarray,
-                  room: int, cosine: Callable[[list[int]], np.ndarray]) -> list[int]:
-    """Pieces in BM25 rank order, taken greedily while they fit ``room``.
+                  room: int, cosine: Callable[[list[int]], np.ndarray], framing: _Framing | None = None) -> list[int]:
+    """Pieces in BM25 rank order, taken greedily while they fit ``room`` (with ``framing``:
+    what each costs to show, marks and headers included, so the memory seldom has to drop one).
 
     Ties go to ``cosine`` with the query (stored vectors, no model call), then to the
     earlier piece; only a run of equal scores that does not fit whole needs that order (a
@@ -386,9 +506,12 @@ def select_pieces(hits: Sequence[int] | np.ndarray, scores: np.ndarray, tokens: 
             cos = cosine(run)
             run = [d for _, d in sorted(zip((-cos).tolist(), run))]
         for d in run:
-            if int(tokens[d]) <= room:
+            cost = int(tokens[d]) + (framing.cost(d) if framing is not None else 0)
+            if cost <= room:
                 chosen.append(d)
-                room -= int(tokens[d])
+                room -= cost
+                if framing is not None:
+                    framing.take(d)
         i = j
     return chosen
 

@@ -1,9 +1,10 @@
 """The messages of one call: fixed prompt, one memory message, the recent window.
 
-Each message rule of DESIGN.md section 8 has one small function here so it can be
-tested on its own: the fixed prompt split, exactly one system message first, the recent
-window (whole units, so tool calls keep their results), the newest unit degraded when
-it alone exceeds the budget, and the exact token count of what is sent.
+The layout pieces of DESIGN.md section 8, each small enough to be tested on its own: the
+fixed prompt split, the recent window (whole units, so tool calls keep their results),
+the newest unit degraded when it alone exceeds the budget, and the exact token count of
+what is sent. The message rules every request obeys (one system message first, pairing,
+clean text) are the classes of :mod:`flexamem_core.properties`.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from dataclasses import dataclass, field, replace
 from itertools import islice
 from typing import Any
 
-from .messages import Message, message_text
+from .messages import Message, clean_text, message_text
+from .properties import one_system
 from .protocols import Tokenizer
 
 #: Tokens a chat format adds per message (role and separators), and once per request.
@@ -72,16 +74,6 @@ class Layout:
         return [m for m in (self.system, *self.task) if m is not None]
 
 
-def one_system(messages: Sequence[Message]) -> Message | None:
-    """Leading system messages joined into one (a copy); None when there is none."""
-    if not messages:
-        return None
-    if len(messages) == 1:
-        return messages[0]
-    first = messages[0]
-    return replace(first, content="\n\n".join(m.text for m in messages))
-
-
 def split_layout(messages: Sequence[Message], kind: str) -> Layout:
     """Agents: system + task (first user message) fixed, the rest is body.
     Readers: system fixed, the current turn (from the last user message on) kept, the rest body."""
@@ -99,12 +91,6 @@ def split_layout(messages: Sequence[Message], kind: str) -> Layout:
     return Layout(system, (), tuple(islice(messages, i, last_user)), tuple(islice(messages, last_user, None)))
 
 
-def no_inner_system(messages: Sequence[Message]) -> list[Message]:
-    """System messages inside the history become user messages (copies) marked [system]."""
-    return [replace(m, role="user", content=f"[system] {m.text}") if m.role == "system" else m
-            for m in messages]
-
-
 def recent_window(unit_tokens: Sequence[int], limit: float) -> int:
     """Number of newest units in the window: the longest run within ``limit``, at least one."""
     n, used = 0, 0
@@ -116,12 +102,17 @@ def recent_window(unit_tokens: Sequence[int], limit: float) -> int:
     return n
 
 
-def fit_messages(messages: Sequence[Message], room: int, tokenizer: Tokenizer) -> tuple[list[Message], int]:
+def fit_messages(messages: Sequence[Message], room: int, tokenizer: Tokenizer,
+                 outputs_first: bool = True) -> tuple[list[Message], int]:
     """Shrink the largest message texts (middle cut, marked) until they fit ``room`` tokens.
 
     Used only when the newest unit alone exceeds the budget: tool outputs and
-    observations go first, assistant text last; tool calls, ids and pairing are kept.
-    Returns the copies and how many cuts were made (the caller checks the final fit).
+    observations go first, assistant text last (``outputs_first=False``, a chat: the
+    largest turn first, so a long reply is cut before the short question it answers);
+    tool calls, ids and pairing are kept.
+    Each cut keeps as much of the text as the room allows (head and tail, within a few
+    tokens), not a fixed share. Returns the copies and how many cuts were made (the
+    caller checks the final fit).
     """
     msgs = list(messages)
     cut = 0
@@ -130,84 +121,72 @@ def fit_messages(messages: Sequence[Message], room: int, tokenizer: Tokenizer) -
         over = count_messages(msgs, tokenizer) - PER_REQUEST - room
         if over <= 0:
             break
-        j = max(cuttable, key=lambda k: (msgs[k].role != "assistant", tokenizer.count(msgs[k].text), -k))
+        j = max(cuttable, key=lambda k: (outputs_first and msgs[k].role != "assistant",
+                                         tokenizer.count(msgs[k].text), -k))
         text = msgs[j].text
         n = tokenizer.count(text)
-        keep = max(0, n - over - 32)
-        new_text = _middle_cut(text, keep, n, tokenizer) if n > 48 else text
+        target = n - over  # what this text may take for the whole to fit
+        new_text = text
+        if n > MIN_CUT_TOKENS:
+            keep = max(0, target - tokenizer.count(TRUNCATION_MARK.format(n=n)))
+            new_text = middle_cut(text, keep, tokenizer)
+            for _ in range(3):  # token merges at the two joins can add a token or two
+                excess = tokenizer.count(new_text) - target
+                if excess <= 0 or keep == 0:
+                    break
+                keep = max(0, keep - excess)
+                new_text = middle_cut(text, keep, tokenizer)
         if tokenizer.count(new_text) >= n:
             cuttable.discard(j)  # cannot get shorter
             continue
         msgs[j] = replace(msgs[j], content=new_text, metadata={**msgs[j].metadata, "flexamem_truncated": True})
         cut += 1
-        if keep == 0:
-            cuttable.discard(j)
+        cuttable.discard(j)  # cut once, as far as needed (a second cut would nest the marks)
     return msgs, cut
 
 
-def _middle_cut(text: str, keep: int, total: int, tokenizer: Tokenizer) -> str:
-    parts = tokenizer.split(text, max(1, keep // 2)) if keep >= 2 else []
-    head = parts[0] if parts else ""
-    tail = parts[-1] if len(parts) > 1 else ""
-    omitted = total - tokenizer.count(head) - tokenizer.count(tail)
-    return head + TRUNCATION_MARK.format(n=omitted) + tail
+#: Texts this short are not cut (the mark alone is about 20 tokens).
+MIN_CUT_TOKENS = 48
+
+
+def middle_cut(text: str, keep: int, tokenizer: Tokenizer) -> str:
+    """``text`` with its middle replaced by the mark: a head and a tail of ``keep`` tokens in all."""
+    head = text[:_prefix_within(text, keep - keep // 2, tokenizer)]
+    rest = text[len(head):]
+    tail = rest[len(rest) - _prefix_within(rest, keep // 2, tokenizer, from_end=True):]
+    omitted = tokenizer.count(text) - tokenizer.count(head) - tokenizer.count(tail)
+    return head + TRUNCATION_MARK.format(n=max(1, omitted)) + tail
+
+
+def _prefix_within(text: str, limit: int, tokenizer: Tokenizer, from_end: bool = False) -> int:
+    """Length of the longest prefix (or suffix) of ``text`` counting at most ``limit`` tokens.
+
+    Exponential then binary search on the length, counting only candidate parts, so the
+    work is about the size of the part kept, not of the whole text."""
+    if limit <= 0 or not text:
+        return 0
+    count = getattr(tokenizer, "count_uncached", tokenizer.count)
+
+    def fits(length: int) -> bool:
+        return count(text[len(text) - length:] if from_end else text[:length]) <= limit
+
+    lo, hi = 0, min(len(text), 4 * limit)
+    while hi < len(text) and fits(hi):
+        lo, hi = hi, min(len(text), 2 * hi)
+    if hi == len(text) and fits(hi):
+        return hi
+    while hi - lo > 1:  # fits(lo), not fits(hi)
+        mid = (lo + hi) // 2
+        if fits(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo
 
 
 def memory_message(text: str) -> Message:
-    """The one tagged memory message (deterministic id, so the prefix stays cacheable)."""
-    return Message(role="user", content=text, id=MEMORY_ID, metadata={"flexamem": "memory"})
+    """The one tagged memory message (deterministic id, so the prefix stays cacheable).
 
-
-NO_RESULT = "[no result was recorded for this tool call]"
-
-
-def repair_pairing(messages: Sequence[Message]) -> tuple[list[Message], int]:
-    """Make tool calls and results pair up in a rendered copy (the store keeps the original).
-
-    Calls without an id get a deterministic one (and a following id-less result takes
-    it); calls left without a result get a marked placeholder result; a result with no
-    matching call becomes a user message marked as such. Returns the copies and how
-    many repairs were made.
-    """
-    out: list[Message] = []
-    open_calls: list[str] = []
-    deferred: list[Message] = []  # orphan results met while calls are open: shown after them
-    fixes = 0
-
-    def close_open() -> None:
-        nonlocal fixes
-        for call_id in open_calls:
-            out.append(Message(role="tool", content=NO_RESULT, tool_call_id=call_id,
-                               metadata={"flexamem": "placeholder"}))
-            fixes += 1
-        open_calls.clear()
-        out.extend(deferred)
-        deferred.clear()
-
-    for idx, m in enumerate(messages):
-        if m.role == "tool":
-            if m.tool_call_id is not None and m.tool_call_id in open_calls:
-                open_calls.remove(m.tool_call_id)
-                out.append(m)
-            elif m.tool_call_id is None and open_calls:
-                out.append(replace(m, tool_call_id=open_calls.pop(0)))
-                fixes += 1
-            else:
-                (deferred if open_calls else out).append(
-                    Message(role="user", content=f"[tool result without a matching call] {m.text}",
-                            id=m.id, metadata={"flexamem": "orphan-result"}))
-                fixes += 1
-            continue
-        close_open()
-        if m.role == "assistant" and m.tool_calls:
-            calls = []
-            for k, c in enumerate(m.tool_calls):
-                if c.id is None or c.id in open_calls:
-                    c = replace(c, id=f"flexamem_call_{idx}_{k}")
-                    fixes += 1
-                calls.append(c)
-                open_calls.append(c.id or "")
-            m = replace(m, tool_calls=tuple(calls)) if tuple(calls) != m.tool_calls else m
-        out.append(m)
-    close_open()
-    return out, fixes
+    Its text is cleaned like everything sent (a record may quote a tool call's parsed
+    arguments, lone surrogates included)."""
+    return Message(role="user", content=clean_text(text), id=MEMORY_ID, metadata={"flexamem": "memory"})

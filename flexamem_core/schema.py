@@ -102,6 +102,11 @@ class Note:
     label: str = ""
     writer: str = "rule"
     llm_calls: int = 0
+    #: Messages in the unit, so a reopened chain is matched without decoding unit bodies
+    #: (0 in notes written before this field: the unit is read instead).
+    messages: int = 0
+    #: ``units.messages_digest`` of the unit's messages ("" in older notes: the key is checked).
+    digest: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {"unit_key": self.unit_key, "record": self.record,
@@ -110,7 +115,8 @@ class Note:
                 "embedding": [float(x) for x in np.asarray(self.embedding, dtype=np.float32)],
                 "links": list(self.links), "raw_tokens": self.raw_tokens,
                 "first_step": self.first_step, "last_step": self.last_step, "label": self.label,
-                "writer": self.writer, "llm_calls": self.llm_calls}
+                "writer": self.writer, "llm_calls": self.llm_calls, "messages": self.messages,
+                "digest": self.digest}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Note:
@@ -121,7 +127,8 @@ class Note:
                    links=tuple(d["links"]), raw_tokens=int(d["raw_tokens"]),
                    first_step=int(d.get("first_step", 0)), last_step=int(d.get("last_step", 0)),
                    label=d.get("label", ""), writer=d.get("writer", "rule"),
-                   llm_calls=int(d.get("llm_calls", 0)))
+                   llm_calls=int(d.get("llm_calls", 0)), messages=int(d.get("messages", 0)),
+                   digest=str(d.get("digest", "")))
 
 
 @dataclass(frozen=True)

@@ -30,9 +30,11 @@ from typing import TYPE_CHECKING, Any
 from .bm25 import content_words
 from .config import FlexAMemConfig
 from .messages import Message, message_text, quick_fingerprint, same_prefix
+from .properties import apply_properties, sendable
 from .protocols import Tokenizer
 from .recovery import MEMORY_CLOSE, Element, candidates, fit_or_degrade
-from .render import PER_MESSAGE, Layout, Rendered, count_messages, memory_message, no_inner_system, repair_pairing
+from .render import PER_MESSAGE, Layout, Rendered, count_messages, memory_message
+from .sendable_request import enforce_part
 from .timeline import record_line
 
 if TYPE_CHECKING:
@@ -62,8 +64,9 @@ class SentRequest:
         """Remember a request, noting how much of the history ends it unchanged."""
         out = rendered.messages
         n = 0
-        while n < min(len(out), len(source)) and (out[-1 - n] is source[-1 - n] or
-                                                  quick_fingerprint(out[-1 - n]) == quick_fingerprint(source[-1 - n])):
+        while n < min(len(out), len(source)) and (
+                out[-1 - n] is source[-1 - n] or
+                quick_fingerprint(out[-1 - n]) == quick_fingerprint(sendable(source[-1 - n]))):
             n += 1
         window = len(source) if rendered.passthrough else rendered.report.get("window_messages")
         verbatim_from = len(source) - n if window is not None and n >= window else None
@@ -95,14 +98,23 @@ def stable_budget(cfg: FlexAMemConfig, fixed_tokens: int) -> int:
 
 
 def append_new(sent: SentRequest, history: list[Message], cfg: FlexAMemConfig, tokenizer: Tokenizer) -> Rendered | None:
-    """Step 1: the previous request plus the new messages, if they pair up and it fits."""
-    if sent.verbatim_from is None:
-        return None
+    """Step 1: the previous request plus the new messages, if they pair up and it fits.
+
+    The same history again (a retry) gets the same request, whatever it held."""
     new = history[len(sent.source):]
+    if sent.verbatim_from is None and new:
+        return None
+    if not new:
+        return Rendered(list(sent.messages), sent.memory_text, sent.tokens,
+                        {**sent.report, "llm_calls": 0,
+                         "cache": {"step": "append", "appended": True, "appended_messages": 0,
+                                                  "reused_prefix_tokens": sent.tokens}},
+                        passthrough=bool(sent.report.get("passthrough", False)))
     if any(m.role == "system" for m in new):
         return None
-    if repair_pairing([*history[sent.verbatim_from:len(sent.source)], *new])[1]:
+    if apply_properties([*history[sent.verbatim_from:len(sent.source)], *new]).repairs:
         return None  # the new messages must pair up as they are
+    new = [sendable(m) for m in new]  # sent as counted: control characters and lone surrogates cleaned
     tokens = sent.tokens + sum(PER_MESSAGE + tokenizer.count(message_text(m)) for m in new)
     if tokens > cfg.effective_budget:
         return None
@@ -158,10 +170,11 @@ def extend_memory(mem: FlexAMem, space: _Namespace, sent: SentRequest, layout: L
         return None
     n_old, lines, mem_tokens = fallback
     n_window = sum(len(u.messages) for u in all_units[n_old:])
-    window, repairs = repair_pairing(no_inner_system(list(body[len(body) - n_window:])))
-    if repairs:
+    part = enforce_part(body[len(body) - n_window:])
+    if part.repairs:
         return None
-    pinned = mem._pinned_turn(space, n_old, window)
+    window = part.messages
+    pinned = [sendable(m) for m in mem._pinned_turn(space, n_old, window)]
     rows = list(sent.report.get("units", []))
     rows.extend({"position": pos, "unit": units[pos].key, "label": index.note(units[pos].key).label,
                  "resolution": "record", "why": "left the window"} for pos in range(start, n_old))
@@ -171,7 +184,7 @@ def extend_memory(mem: FlexAMem, space: _Namespace, sent: SentRequest, layout: L
     head += "".join(f"{line}\n" for line in lines)
     while True:
         text = head + "".join(f"{e.text}\n" for e in sorted(details, key=lambda e: e.pos)) + MEMORY_CLOSE
-        messages = [*fixed, memory_message(text), *pinned, *window]
+        messages = [*map(sendable, fixed), memory_message(text), *pinned, *window]
         tokens = count_messages(messages, tk, extra_tokens)
         if tokens <= b_bar or not details:
             break
@@ -183,6 +196,8 @@ def extend_memory(mem: FlexAMem, space: _Namespace, sent: SentRequest, layout: L
     report = {**sent.report, "total_tokens": tokens, "llm_calls": 0, "old_units": n_old,
               "window_units": len(all_units) - n_old, "window_messages": len(window),
               "window_tokens": count_messages([*pinned, *window], tk) - 3, "memory_tokens": tk.count(text),
+              # the allowance stays the one of the render this memory grew from
+              "unused_allowance": max(0, sent.report.get("allowance", 0) - tk.count(text)),
               "units": rows, "cache": {"step": "extend", "extended_units": n_old - start,
                                        "recovered_units": len(details)}}
     return Rendered(messages, text, tokens, report)

@@ -58,8 +58,9 @@ def record_item(pos: int, note: Note, index: NamespaceIndex, tokenizer: Tokenize
     item = index.timeline_items.get(cache_key)
     if item is None:
         line = record_line(note)
-        item = index.timeline_items[cache_key] = TimelineItem(pos, pos + 1, 0, note.record, line,
-                                                              _line_tokens(tokenizer, line))
+        tokens = index.saved_line_tokens(pos, pos + 1, "", tokenizer.name)
+        item = index.timeline_items[cache_key] = TimelineItem(
+            pos, pos + 1, 0, note.record, line, tokens if tokens is not None else _line_tokens(tokenizer, line))
     return item
 
 
@@ -84,7 +85,9 @@ def merge_items(group: Sequence[TimelineItem], notes: Sequence[Note], index: Nam
                               level=level, writer=writer.name)
         index.put_merged(merged)
     line = f"- [{merged_label(notes[start], notes[end - 1])}] (merged) {merged.text}"
-    item = TimelineItem(start, end, level, merged.text, line, _line_tokens(tokenizer, line), key)
+    tokens = index.saved_line_tokens(start, end, writer.name, tokenizer.name)
+    item = TimelineItem(start, end, level, merged.text, line,
+                        tokens if tokens is not None else _line_tokens(tokenizer, line), key)
     index.timeline_items[cache_key] = item
     return item, calls
 

@@ -10,8 +10,10 @@ install a framework to count tokens).
 
 Two tiktoken hazards are guarded here: ``encode`` rejects special-token text such as
 ``<|endoftext|>`` (we always use ``encode_ordinary``), and a run of about a million
-whitespace characters makes it panic (a BaseException); long whitespace runs are
-therefore counted in bounded chunks.
+whitespace characters makes it panic (a BaseException, a regex stack overflow). Counts
+are exact (the whole text is encoded at once, never in chunks) except for a text holding
+a whitespace run of ``SAFE_WS_RUN`` characters or more: such a run is counted as one
+token per UTF-8 byte (plus one per cut), an upper bound, so a budget is never exceeded.
 """
 
 from __future__ import annotations
@@ -39,7 +41,10 @@ _O200K_PATTERN = "|".join([
 ])
 _O200K_SPECIAL = {"<|endoftext|>": 199999, "<|endofprompt|>": 200018}
 
-#: Whitespace runs longer than this are counted chunk by chunk (tiktoken panics on ~1M).
+#: Whitespace runs this long are counted as an upper bound (tiktoken panics at ~1M; 800k work).
+SAFE_WS_RUN = 100_000
+_LONG_WS_RUN = re.compile(rf"\s{{{SAFE_WS_RUN},}}")
+#: ``split`` cuts whitespace runs longer than this into chunks (parts only, never counts).
 _WS_RUN = re.compile(r"\s{512,}")
 _CHUNK = 512
 #: Very long texts are encoded in slices cut at line breaks to bound regex work.
@@ -75,20 +80,21 @@ class TiktokenTokenizer:
         cached = self._cache.get(text)
         if cached is not None:
             return cached
-        n = sum(self._count_safe(part) for part in _slices(text))
+        n = self.count_uncached(text)
         if len(self._cache) >= self._cache_size:
             self._cache.clear()
         self._cache[text] = n
         return n
 
-    def _count_safe(self, text: str) -> int:
+    def count_uncached(self, text: str) -> int:
+        """The count of :meth:`count` without memoising it (for the many prefixes a cut tries)."""
+        if len(text) < SAFE_WS_RUN:
+            return len(self.encoding.encode_ordinary(text))
         total, pos = 0, 0
-        for m in _WS_RUN.finditer(text):
-            total += len(self.encoding.encode_ordinary(text[pos:m.start()]))
-            run = m.group()
-            full, rest = divmod(len(run), _CHUNK)
-            total += full * len(self.encoding.encode_ordinary(run[:_CHUNK]))
-            total += len(self.encoding.encode_ordinary(run[len(run) - rest:])) if rest else 0
+        for m in _LONG_WS_RUN.finditer(text):
+            # Upper bound: a token is at least one byte; +1 per cut for a token crossing it.
+            total += len(self.encoding.encode_ordinary(text[pos:m.start()])) + len(m.group().encode("utf-8"))
+            total += (m.start() > 0) + (m.end() < len(text))
             pos = m.end()
         return total + len(self.encoding.encode_ordinary(text[pos:]))
 

@@ -17,6 +17,7 @@ import hashlib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from .messages import Message, message_text, tool_call_text
 from .protocols import Tokenizer
@@ -180,11 +181,63 @@ def unit_key(messages: Sequence[Message], kind: UnitKind, parent: str | None) ->
     return h.hexdigest()[:32]
 
 
+#: Starts every digest this version writes; a note whose digest lacks it is checked by key.
+DIGEST_FORMAT = "d2:"
+
+
+def messages_digest(messages: Sequence[Message], kind: UnitKind) -> str:
+    """A quick digest of a unit's kind and what its messages say, ids included: one hash over
+    length-prefixed fields (unambiguous), so a reopened chain is checked in a fraction of
+    the time of :func:`unit_key`, which hashes each message's JSON form apart. Used only to
+    confirm that the caller's messages are a stored unit's; the key stays the identity."""
+    parts = [kind]
+    for m in messages:
+        c = m.content if isinstance(m.content, str) else m.fingerprint()
+        i, t, n = m.id, m.tool_call_id, m.name  # None is "-", a string is "<length>:<text>"
+        parts.append(f"\x00{m.role}{len(c)}:{c}{'-' if i is None else f'{len(i)}:{i}'}"
+                     f"{'-' if t is None else f'{len(t)}:{t}'}{'-' if n is None else f'{len(n)}:{n}'}"
+                     f"{len(m.tool_calls)}")
+        for call in m.tool_calls:
+            ci, a = call.id, call.arguments
+            parts.append(f"{'-' if ci is None else f'{len(ci)}:{ci}'}{len(call.name)}:{call.name}{len(a)}:{a}")
+    return DIGEST_FORMAT + hashlib.blake2b("".join(parts).encode("utf-8", "surrogatepass"),
+                                           digest_size=16).hexdigest()
+
+
 def to_unit(packed: PackedUnit, kind: UnitKind, parent: str | None) -> Unit:
     """Give a packed unit its content key and chain parent."""
     return Unit(key=unit_key(packed.messages, kind, parent), kind=kind, messages=packed.messages,
                 raw=packed.raw, tokens=packed.tokens, parent=parent, first_step=packed.first_step,
                 session=packed.session)
+
+
+class StoredUnit(Unit):
+    """A stored unit matched by its content key against the caller's messages.
+
+    Its messages are the caller's own objects (the key proves they say the same); its raw
+    text, token count and session are read from the store on first use, since a chain
+    matched after a reopen is thousands of units of which a render reads a few.
+    """
+
+    _LAZY = ("raw", "tokens", "session")
+
+    @classmethod
+    def lazy(cls, store: Any, namespace: str, key: str, kind: UnitKind, messages: tuple[Message, ...],
+             parent: str | None, first_step: int) -> StoredUnit:
+        self = object.__new__(cls)
+        for name, value in (("key", key), ("kind", kind), ("messages", messages), ("parent", parent),
+                            ("first_step", first_step), ("_source", (store, namespace))):
+            object.__setattr__(self, name, value)
+        return self
+
+    def __getattr__(self, name: str) -> Any:  # only called for attributes not yet set
+        source = self.__dict__.get("_source")
+        if name not in self._LAZY or source is None:
+            raise AttributeError(name)
+        stored = source[0].get_unit(source[1], self.key)
+        for field_name in self._LAZY:
+            object.__setattr__(self, field_name, getattr(stored, field_name))
+        return self.__dict__[name]
 
 
 def unit_blocks(unit: Unit) -> list[Block]:

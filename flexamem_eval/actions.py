@@ -28,11 +28,6 @@ def task_index(messages: Sequence[Message]) -> int:
     raise ValueError("trajectory has no user message (task)")
 
 
-def assistant_indices(messages: Sequence[Message]) -> list[int]:
-    """Message indices of the assistant messages (step t is the t-th of them)."""
-    return [i for i, m in enumerate(messages) if m.role == "assistant"]
-
-
 def trajectory_targets(messages: Sequence[Message]) -> list[StepTarget]:
     """The :class:`StepTarget` of every step: observations are the non-assistant messages after the task."""
     t = task_index(messages)

@@ -9,6 +9,8 @@ from .datasets import DATASETS, DatasetError
 from .evaluate import EvalError, evaluate_to_dir
 from .methods import METHODS
 
+HELP = "evaluate memories on LongMemEval, LoCoMo or agent trajectories"
+
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("dataset", choices=DATASETS, help="upstream format of --data")

@@ -39,10 +39,6 @@ class ConversationItem:
     questions: tuple[Question, ...]
     turn_text: Mapping[str, str] = field(default_factory=dict)
 
-    @property
-    def item_ids(self) -> tuple[str, ...]:
-        return tuple(q.item_id for q in self.questions)
-
 
 @dataclass(frozen=True)
 class TrajectoryItem:

@@ -14,7 +14,7 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -314,7 +314,3 @@ def write_dumps(path: Path, results: Iterable[ItemResult]) -> int:
                 f.write(json.dumps(row, ensure_ascii=False) + "\n")
                 n += 1
     return n
-
-
-def records_as_dicts(results: Iterable[ItemResult]) -> list[dict[str, Any]]:
-    return [asdict(r) for res in results for r in res.renders]

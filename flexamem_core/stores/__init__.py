@@ -2,17 +2,20 @@
 
 ``InMemoryStore`` is always available. The persistent backends import their driver lazily:
 ``SQLiteStore`` (stdlib), ``PostgresStore`` (psycopg 3, extra ``postgres``) and
-``ChromaStore`` (chromadb, extra ``chroma``). ``open_store(url)`` opens any of them.
+``ChromaStore`` (chromadb, extra ``chroma``). ``open_store(url)`` opens any of them,
+``register_store(scheme, opener)`` adds a backend, and ``store_url(store)`` is the URL a
+store reopens under.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from .errors import StoreURLError
 from .forgetting import ForgettingStore, forget_tenant
 from .memory import InMemoryStore
 from .names import NamespaceError, check_namespace
-from .url import open_store
+from .url import open_store, register_store, registered_schemes, store_url
 
 __all__ = [
     "AsyncPostgresStore",
@@ -22,9 +25,13 @@ __all__ = [
     "NamespaceError",
     "PostgresStore",
     "SQLiteStore",
+    "StoreURLError",
     "check_namespace",
     "forget_tenant",
     "open_store",
+    "register_store",
+    "registered_schemes",
+    "store_url",
 ]
 
 _LAZY = {

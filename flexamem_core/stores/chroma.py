@@ -23,7 +23,9 @@ import re
 import threading
 import time
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import numpy as np
 
@@ -79,6 +81,8 @@ class ChromaStore:
         if sum(x is not None for x in (path, host, client)) != 1:
             raise ValueError("give exactly one of path (embedded), host (server) or client")
         self.prefix = prefix
+        self._location = ("path", str(Path(path).expanduser().resolve())) if path is not None else \
+            ("server", f"{'chroma+https' if ssl else 'chroma+http'}://{host}:{port}") if host is not None else None
         if client is None:
             chromadb = _import_chromadb()
             from chromadb.config import Settings
@@ -92,6 +96,15 @@ class ChromaStore:
         self._collections: dict[str, Any] = {}
         self._lock = threading.RLock()
         self._last_seq = 0
+
+    @property
+    def url(self) -> str | None:
+        """The URL this store reopens under; None for a store built on a client object."""
+        if self._location is None:
+            return None
+        kind, where = self._location
+        base = "chroma:///" + quote(where.lstrip("/")) if kind == "path" else where
+        return f"{base}?prefix={self.prefix}"
 
     # -- collections ------------------------------------------------------------------
 

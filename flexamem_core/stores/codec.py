@@ -18,17 +18,82 @@ from ..schema import MergedRecord, Note, Piece, Unit
 _F32 = np.dtype("<f4")
 
 
+#: Marks a string or mapping that held lone surrogates (see :func:`dumps`).
+_STR32 = "$flexamem_str32"
+_MAP16 = "$flexamem_map16"
+
+
 def dumps(value: Any) -> str:
-    """JSON text that encodes to UTF-8 whatever the input (lone surrogates become escapes)."""
+    """JSON text that encodes to UTF-8 and reads back exactly, whatever the input.
+
+    Plain JSON is used when it can be stored as UTF-8. A string with lone surrogates
+    cannot, and ``\\uXXXX`` escapes would not round-trip either (two adjacent lone
+    surrogates read back as one astral character), so such strings are written as
+    ``{"$flexamem_str32": <UTF-32 code points in hex>}`` (and a mapping with such keys, or
+    with a key that looks like a marker, as ``{"$flexamem_map16": [[key, value], ...]}``).
+    """
     text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        text = json.dumps(value, ensure_ascii=True, separators=(",", ":"))
+        return json.dumps(_tagged(value), ensure_ascii=False, separators=(",", ":"))
+    if _STR32 in text or _MAP16 in text:  # a user's own marker-like key: tag so it reads back as given
+        return json.dumps(_tagged(value), ensure_ascii=False, separators=(",", ":"))
     return text
 
 
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _tagged(value: Any) -> Any:
+    if isinstance(value, str):
+        return value if _encodable(value) else {_STR32: value.encode("utf-32-le", "surrogatepass").hex()}
+    if isinstance(value, Mapping):
+        if all(isinstance(k, str) and _encodable(k) and k not in (_STR32, _MAP16) for k in value):
+            return {k: _tagged(v) for k, v in value.items()}
+        return {_MAP16: [[_tagged(k), _tagged(v)] for k, v in value.items()]}
+    if isinstance(value, (list, tuple)):
+        return [_tagged(v) for v in value]
+    return value
+
+
+def _untag(d: dict[str, Any]) -> Any:
+    if len(d) == 1:
+        if _STR32 in d:
+            return bytes.fromhex(d[_STR32]).decode("utf-32-le", "surrogatepass")
+        if _MAP16 in d:
+            return {k: v for k, v in d[_MAP16]}
+    return d
+
+
+def storable(value: Any) -> tuple[Any, bool]:
+    """``value`` in a form any UTF-8 JSON store keeps exactly (a store that serialises values
+    itself, such as a LangGraph BaseStore), and whether it had to be tagged (see :func:`dumps`)."""
+    text = json.dumps(value, ensure_ascii=False)
+    if _encodable(text) and _STR32 not in text and _MAP16 not in text:
+        return value, False
+    return _tagged(value), True
+
+
+def restored(value: Any) -> Any:
+    """The value :func:`storable` tagged, as it was."""
+    if isinstance(value, dict):
+        return _untag({k: restored(v) for k, v in value.items()})
+    if isinstance(value, list):
+        return [restored(v) for v in value]
+    return value
+
+
 def loads(text: str | bytes) -> Any:
+    if isinstance(text, bytes):
+        text = text.decode("utf-8")
+    if _STR32 in text or _MAP16 in text:
+        return json.loads(text, object_hook=_untag)
     return json.loads(text)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -19,14 +20,29 @@ class _Space:
     notes: dict[str, Note] = field(default_factory=dict)
     pieces: dict[str, list[Piece]] = field(default_factory=dict)
     merged: dict[str, MergedRecord] = field(default_factory=dict)
+    index_snapshot: bytes | None = None
+    version: int = 0
+
+
+MEMORY_SCHEME = "memory"
 
 
 class InMemoryStore:
-    """Append-only dict-backed store; dict insertion order is the write order."""
+    """Append-only dict-backed store; dict insertion order is the write order.
 
-    def __init__(self) -> None:
+    Its ``url`` (``memory://<id>``) reopens this very object in this process
+    (``open_store``); nothing survives the process.
+    """
+
+    def __init__(self, *, store_id: str | None = None) -> None:
         self._spaces: dict[str, _Space] = {}
         self._lock = threading.Lock()
+        self.store_id = store_id or uuid.uuid4().hex
+        self._changes = 0  # store-wide, so a namespace recreated after deletion never repeats a version
+
+    @property
+    def url(self) -> str:
+        return f"{MEMORY_SCHEME}://{self.store_id}"
 
     def _space(self, namespace: str) -> _Space:
         check_namespace(namespace)
@@ -44,7 +60,16 @@ class InMemoryStore:
             space.units[unit.key] = unit
             space.notes[unit.key] = note
             space.pieces[unit.key] = list(pieces)
+            self._changed(space)
             return True
+
+    def _changed(self, space: _Space) -> None:
+        self._changes += 1
+        space.version = self._changes
+
+    def namespace_version(self, namespace: str) -> str:
+        space = self._spaces.get(check_namespace(namespace))
+        return str(space.version if space is not None else 0)
 
     def has_unit(self, namespace: str, key: str) -> bool:
         return key in self._space(namespace).units
@@ -77,6 +102,16 @@ class InMemoryStore:
             if all(k in space.units or k in space.merged for k in merged.covers):
                 space.merged.setdefault(merged.key, merged)  # else: a covered unit was deleted
 
+    def merged_records(self, namespace: str) -> list[MergedRecord]:
+        return list(self._space(namespace).merged.values())
+
+    def get_index_snapshot(self, namespace: str) -> bytes | None:
+        return self._space(namespace).index_snapshot
+
+    def put_index_snapshot(self, namespace: str, data: bytes) -> None:
+        with self._lock:
+            self._space(namespace).index_snapshot = bytes(data)
+
     def namespaces(self) -> list[str]:
         return [ns for ns, s in self._spaces.items() if s.units]
 
@@ -88,6 +123,8 @@ class InMemoryStore:
                 return False
             space.notes.pop(key, None)
             space.pieces.pop(key, None)
+            space.index_snapshot = None
+            self._changed(space)
             for k, note in space.notes.items():
                 if key in note.links:
                     space.notes[k] = dataclasses.replace(

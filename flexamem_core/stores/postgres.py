@@ -18,9 +18,10 @@ import os
 import threading
 from collections.abc import Sequence
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
 from ..schema import MergedRecord, Note, Piece, Unit
+from .errors import StoreURLError
 from .postgres_plans import (
     MIGRATIONS,
     SCHEMA_VERSION,
@@ -54,8 +55,6 @@ def split_url(url: str) -> tuple[str, dict[str, Any]]:
     ``postgresql://u@h/db?sslmode=require`` and ``{"schema": "s", "max_size": 4}``.
     A key=value DSN is returned unchanged with no options.
     """
-    from .url import StoreURLError
-
     if not isinstance(url, str) or "://" not in url:
         return url, {}
     parts = urlsplit(url)
@@ -70,7 +69,24 @@ def split_url(url: str) -> tuple[str, dict[str, Any]]:
                 options[option] = int(value)
             except ValueError:
                 raise StoreURLError(f"{name} must be an integer, got {value!r}") from None
-    return urlunsplit(parts._replace(query=urlencode(params))), options
+    base = url.split("?", 1)[0]  # not urlunsplit: it drops the "//" of postgresql:///db
+    return (f"{base}?{urlencode(params)}" if params else base), options
+
+
+def postgres_url(conninfo: str, schema: str, pool: dict[str, Any]) -> str:
+    """A ``postgresql://`` URL for a conninfo (URL or key=value DSN) with our options added."""
+    psycopg = _import_psycopg()
+    params = {k: str(v) for k, v in psycopg.conninfo.conninfo_to_dict(conninfo).items() if v is not None}
+    netloc = ""
+    if "host" in params and "/" not in params["host"] and "," not in params["host"]:  # else a socket dir
+        user = params.pop("user", None)
+        password = params.pop("password", None)
+        auth = quote(user, safe="") + (":" + quote(password, safe="") if password else "") + "@" if user else ""
+        host = params.pop("host")
+        netloc = auth + (f"[{host}]" if ":" in host else host) + (f":{params.pop('port')}" if "port" in params else "")
+    dbname = quote(params.pop("dbname", ""), safe="")
+    params.update(schema=schema, pool_min=str(pool["min_size"]), pool_max=str(pool["max_size"]))
+    return f"postgresql://{netloc}/{dbname}?" + urlencode(sorted(params.items()))
 
 
 class PostgresStore:
@@ -91,6 +107,11 @@ class PostgresStore:
         self._pool: Any = None
         self._pid = -1
         self._run(self._plans.migrate())
+
+    @property
+    def url(self) -> str:
+        """The URL this store reopens under (``open_store``): the conninfo plus our options."""
+        return postgres_url(self.conninfo, self.schema, self._pool_args)
 
     def _connection(self) -> Any:
         if self._pool is None or self._pid != os.getpid():
@@ -148,6 +169,18 @@ class PostgresStore:
     def put_merged(self, namespace: str, merged: MergedRecord) -> None:
         self._run(self._plans.put_merged(namespace, merged))
 
+    def merged_records(self, namespace: str) -> list[MergedRecord]:
+        return self._run(self._plans.merged_records(namespace))
+
+    def namespace_version(self, namespace: str) -> str:
+        return self._run(self._plans.namespace_version(namespace))
+
+    def get_index_snapshot(self, namespace: str) -> bytes | None:
+        return self._run(self._plans.get_index_snapshot(namespace))
+
+    def put_index_snapshot(self, namespace: str, data: bytes) -> None:
+        self._run(self._plans.put_index_snapshot(namespace, data))
+
     def namespaces(self) -> list[str]:
         return self._run(self._plans.namespaces())
 
@@ -182,7 +215,13 @@ class AsyncPostgresStore:
         self._pool = AsyncConnectionPool(conninfo, open=False, name="flexamem-async",
                                          kwargs={"autocommit": False}, min_size=min_size,
                                          max_size=max_size, timeout=timeout)
+        self._pool_args = {"min_size": min_size, "max_size": max_size}
         self._started = False
+
+    @property
+    def url(self) -> str:
+        """The same URL a sync :class:`PostgresStore` on these tables has."""
+        return postgres_url(self.conninfo, self.schema, self._pool_args)
 
     @classmethod
     async def open(cls, url: str, **kwargs: Any) -> AsyncPostgresStore:
@@ -244,6 +283,18 @@ class AsyncPostgresStore:
 
     async def put_merged(self, namespace: str, merged: MergedRecord) -> None:
         await self._run(self._plans.put_merged(namespace, merged))
+
+    async def merged_records(self, namespace: str) -> list[MergedRecord]:
+        return await self._run(self._plans.merged_records(namespace))
+
+    async def namespace_version(self, namespace: str) -> str:
+        return await self._run(self._plans.namespace_version(namespace))
+
+    async def get_index_snapshot(self, namespace: str) -> bytes | None:
+        return await self._run(self._plans.get_index_snapshot(namespace))
+
+    async def put_index_snapshot(self, namespace: str, data: bytes) -> None:
+        await self._run(self._plans.put_index_snapshot(namespace, data))
 
     async def namespaces(self) -> list[str]:
         return await self._run(self._plans.namespaces())

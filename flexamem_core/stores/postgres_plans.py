@@ -141,6 +141,16 @@ class Plans:
                                "ON CONFLICT (namespace, key) DO NOTHING RETURNING key")
         self.insert_cover = q("INSERT INTO {s}.merged_covers (namespace, merged_key, covered) "
                               "VALUES (%s, %s, %s) ON CONFLICT DO NOTHING")
+        self.version_sql = q("SELECT (SELECT COALESCE(MAX(seq), 0) FROM {s}.notes WHERE namespace = %s), "
+                             "(SELECT COALESCE(MAX(deletions), 0) FROM {s}.namespace_deletions WHERE namespace = %s)")
+        self.count_deletion_sql = q("INSERT INTO {s}.namespace_deletions (namespace, deletions) VALUES (%s, 1) "
+                                    "ON CONFLICT (namespace) DO UPDATE SET "
+                                    "deletions = {s}.namespace_deletions.deletions + 1")
+        self.all_merged_sql = q("SELECT data FROM {s}.merged WHERE namespace = %s ORDER BY key")
+        self.get_snapshot_sql = q("SELECT data FROM {s}.index_snapshots WHERE namespace = %s")
+        self.put_snapshot_sql = q("INSERT INTO {s}.index_snapshots (namespace, data) VALUES (%s, %s) "
+                                  "ON CONFLICT (namespace) DO UPDATE SET data = EXCLUDED.data")
+        self.delete_snapshot_sql = q("DELETE FROM {s}.index_snapshots WHERE namespace = %s")
         self.namespaces_sql = q("SELECT namespace FROM {s}.units GROUP BY namespace ORDER BY MIN(seq)")
         self.delete_unit_sql = q("DELETE FROM {s}.units WHERE namespace = %s AND key = %s RETURNING seq")
         self.delete_unit_rows = (
@@ -154,7 +164,8 @@ class Plans:
                               q("DELETE FROM {s}.merged_covers WHERE namespace = %s AND merged_key = ANY(%s)"))
         self.delete_namespace_sql = q("DELETE FROM {s}.units WHERE namespace = %s")
         self.delete_namespace_rows = tuple(q(f"DELETE FROM {{s}}.{t} WHERE namespace = %s")
-                                           for t in ("notes", "pieces", "links", "merged", "merged_covers"))
+                                           for t in ("notes", "pieces", "links", "merged", "merged_covers",
+                                                     "index_snapshots", "namespace_deletions"))
 
     def _lock(self, namespace: str) -> Call:
         """Serialises writers of one namespace until the transaction ends."""
@@ -253,6 +264,28 @@ class Plans:
         return self._rows(self.get_merged_sql, (namespace, key),
                           lambda rows: codec.merged_from_text(rows[0][0]) if rows else None)
 
+    def namespace_version(self, namespace: str) -> Plan[str]:
+        check_namespace(namespace)
+        return self._rows(self.version_sql, (namespace, namespace), lambda rows: f"{rows[0][0]}.{rows[0][1]}")
+
+    def merged_records(self, namespace: str) -> Plan[list[MergedRecord]]:
+        check_namespace(namespace)
+        return self._rows(self.all_merged_sql, (namespace,),
+                          lambda rows: [codec.merged_from_text(r[0]) for r in rows])
+
+    def get_index_snapshot(self, namespace: str) -> Plan[bytes | None]:
+        check_namespace(namespace)
+        return self._rows(self.get_snapshot_sql, (namespace,),
+                          lambda rows: bytes(rows[0][0]) if rows else None)
+
+    def put_index_snapshot(self, namespace: str, data: bytes) -> Plan[None]:
+        check_namespace(namespace)
+        return self._put_snapshot(namespace, data)
+
+    def _put_snapshot(self, ns: str, data: bytes) -> Plan[None]:
+        yield self._lock(ns)
+        yield Call(self.put_snapshot_sql, (ns, data))
+
     def namespaces(self) -> Plan[list[str]]:
         return self._rows(self.namespaces_sql, (), lambda rows: [r[0] for r in rows])
 
@@ -272,6 +305,8 @@ class Plans:
             return False
         for statement in self.delete_unit_rows:
             yield Call(statement, (ns, key))
+        yield Call(self.delete_snapshot_sql, (ns,))
+        yield Call(self.count_deletion_sql, (ns,))
         covers: dict[str, list[str]] = {}
         for mkey, covered in (yield Call(self.covers_sql, (ns,))):
             covers.setdefault(mkey, []).append(covered)

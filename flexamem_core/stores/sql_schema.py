@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from string import Template
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _V1 = [
     """CREATE TABLE ${p}units (
@@ -32,6 +32,16 @@ _V1 = [
     "CREATE INDEX merged_covers_by_covered ON ${p}merged_covers (namespace, covered)",
 ]
 
+# Version 2: the saved search index of a namespace (``index_snapshot``, derived data) and a
+# per-namespace deletion counter (``NamespaceVersions``).
+_V2 = [
+    """CREATE TABLE ${p}index_snapshots (
+        namespace TEXT NOT NULL PRIMARY KEY, data $blob NOT NULL)""",
+    # Units deleted one by one per namespace: with the newest seq, the namespace's version.
+    """CREATE TABLE ${p}namespace_deletions (
+        namespace TEXT NOT NULL PRIMARY KEY, deletions $int NOT NULL)""",
+]
+
 _DIALECTS = {
     "sqlite": {"p": "", "seq_pk": "INTEGER PRIMARY KEY AUTOINCREMENT", "int": "INTEGER", "blob": "BLOB"},
     # PostgreSQL statements keep a {s} placeholder that the store fills with its quoted schema.
@@ -43,4 +53,5 @@ _DIALECTS = {
 def migrations(dialect: str) -> dict[int, list[str]]:
     """Migrations by target version for ``sqlite`` or ``postgres``; each list is one transaction."""
     words = _DIALECTS[dialect]
-    return {1: [Template(statement).substitute(words) for statement in _V1]}
+    return {version: [Template(statement).substitute(words) for statement in statements]
+            for version, statements in ((1, _V1), (2, _V2))}

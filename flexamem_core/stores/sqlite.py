@@ -16,6 +16,7 @@ import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import quote
 
 from ..schema import MergedRecord, Note, Piece, Unit
 from . import codec
@@ -54,6 +55,13 @@ class SQLiteStore:
         self._connection()
 
     # -- connection and schema -------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        """``sqlite:////absolute/path.db`` (``sqlite:///:memory:`` opens a new private database)."""
+        if self.path == ":memory:":
+            return "sqlite:///:memory:"
+        return "sqlite:///" + quote(str(Path(self.path).expanduser().resolve()))
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is not None and self._pid == os.getpid():
@@ -204,6 +212,29 @@ class SQLiteStore:
                     "INSERT OR IGNORE INTO merged_covers (namespace, merged_key, covered) VALUES (?, ?, ?)",
                     [(namespace, merged.key, c) for c in merged.covers])
 
+    def merged_records(self, namespace: str) -> list[MergedRecord]:
+        check_namespace(namespace)
+        rows = self._read("SELECT data FROM merged WHERE namespace = ? ORDER BY key", (namespace,))
+        return [codec.merged_from_text(r[0]) for r in rows]
+
+    def namespace_version(self, namespace: str) -> str:
+        check_namespace(namespace)
+        row = self._read("SELECT (SELECT COALESCE(MAX(seq), 0) FROM notes WHERE namespace = ?), "
+                         "(SELECT COALESCE(MAX(deletions), 0) FROM namespace_deletions WHERE namespace = ?)",
+                         (namespace, namespace))[0]
+        return f"{row[0]}.{row[1]}"
+
+    def get_index_snapshot(self, namespace: str) -> bytes | None:
+        check_namespace(namespace)
+        rows = self._read("SELECT data FROM index_snapshots WHERE namespace = ?", (namespace,))
+        return bytes(rows[0][0]) if rows else None
+
+    def put_index_snapshot(self, namespace: str, data: bytes) -> None:
+        check_namespace(namespace)
+        with self._write() as conn:
+            conn.execute("INSERT INTO index_snapshots (namespace, data) VALUES (?, ?) "
+                         "ON CONFLICT (namespace) DO UPDATE SET data = excluded.data", (namespace, data))
+
     def namespaces(self) -> list[str]:
         return [r[0] for r in self._read(
             "SELECT namespace FROM units GROUP BY namespace ORDER BY MIN(seq)", ())]
@@ -220,6 +251,9 @@ class SQLiteStore:
             for table, column in (("notes", "key"), ("pieces", "unit_key"), ("links", "src"),
                                   ("links", "dst")):
                 conn.execute(f"DELETE FROM {table} WHERE namespace = ? AND {column} = ?", (namespace, key))
+            conn.execute("DELETE FROM index_snapshots WHERE namespace = ?", (namespace,))
+            conn.execute("INSERT INTO namespace_deletions (namespace, deletions) VALUES (?, 1) ON CONFLICT "
+                         "(namespace) DO UPDATE SET deletions = namespace_deletions.deletions + 1", (namespace,))
             covers: dict[str, list[str]] = {}
             for mkey, covered in conn.execute(
                     "SELECT merged_key, covered FROM merged_covers WHERE namespace = ?", (namespace,)):
@@ -235,7 +269,9 @@ class SQLiteStore:
         check_namespace(namespace)
         with self._write() as conn:
             deleted = conn.execute("DELETE FROM units WHERE namespace = ?", (namespace,)).rowcount
-            for table in ("notes", "pieces", "links", "merged", "merged_covers"):
+            # seq never repeats (AUTOINCREMENT), so the version after this differs from any before
+            for table in ("notes", "pieces", "links", "merged", "merged_covers", "index_snapshots",
+                          "namespace_deletions"):
                 conn.execute(f"DELETE FROM {table} WHERE namespace = ?", (namespace,))
         self._checkpoint()
         return deleted
@@ -248,10 +284,15 @@ class SQLiteStore:
 
 
 def _all_stored(conn: sqlite3.Connection, namespace: str, keys: Iterable[str]) -> bool:
-    """Whether every key is a stored unit or merged record of the namespace."""
-    for key in set(keys):
-        if conn.execute("SELECT 1 FROM units WHERE namespace = ? AND key = ? UNION ALL "
-                        "SELECT 1 FROM merged WHERE namespace = ? AND key = ?",
-                        (namespace, key, namespace, key)).fetchone() is None:
+    """Whether every key is a stored unit or merged record of the namespace (one query per
+    500 keys: a merge of the oldest records covers thousands of units)."""
+    wanted = sorted(set(keys))
+    for i in range(0, len(wanted), 500):
+        chunk = wanted[i:i + 500]
+        marks = ",".join("?" * len(chunk))
+        found = conn.execute(f"SELECT COUNT(*) FROM (SELECT key FROM units WHERE namespace = ? AND key IN ({marks}) "
+                             f"UNION SELECT key FROM merged WHERE namespace = ? AND key IN ({marks}))",
+                             (namespace, *chunk, namespace, *chunk)).fetchone()[0]
+        if found < len(chunk):
             return False
     return True

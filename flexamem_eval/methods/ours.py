@@ -30,14 +30,7 @@ class _Ours(Method):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._mem: dict[str, FlexAMem] = {}
-
-    @property  # type: ignore[override]
-    def cost(self) -> WriteCost:
-        return self.shared.setdefault("flexamem_write", WriteCost())
-
-    @cost.setter
-    def cost(self, value: WriteCost) -> None:  # the base class sets a fresh cost; keep the shared one
-        self.shared.setdefault("flexamem_write", value)
+        self.cost = self.shared.setdefault("flexamem_write", WriteCost())  # one write cost for all of ours
 
     def memory(self, history_kind: str) -> FlexAMem:
         if history_kind not in self._mem:

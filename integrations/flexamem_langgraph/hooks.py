@@ -23,8 +23,9 @@ from langchain_core.runnables import RunnableConfig, RunnableLambda
 from flexamem_core.stores import check_namespace
 
 from .budget import extra_tokens
+from .defaults import BudgetSpec, check_budget, resolve_budget
 from .namespaces import resolve_namespace
-from .render import LangChainRender, RenderCallback, arender_langchain, default_mem, render_langchain
+from .render import LangChainRender, RenderCallback, arender_langchain, mem_for, render_langchain
 
 if TYPE_CHECKING:
     from flexamem_core import FlexAMem
@@ -43,17 +44,19 @@ class FlexAMemRenderer:
     ``system_prompt`` and ``tools`` are what the model node adds on top of the messages
     (for ``create_react_agent``: its ``prompt`` and ``tools``); they count in the budget
     but are not inserted by the renderer. A system message that is part of the history
-    stays first in the rendered list.
+    stays first in the rendered list. ``model`` (the chat model the node calls) gives the
+    default budget from its profile, as in :class:`FlexAMemMiddleware`; ``token_counter``
+    counts with a LangChain counter.
     """
 
-    def __init__(self, mem: FlexAMem | None = None, *, budget: int | None = None,
+    def __init__(self, mem: FlexAMem | None = None, *, budget: BudgetSpec = None,
                  namespace: str = "default", system_prompt: str | BaseMessage | None = None,
                  tools: Sequence[Any] = (), messages_key: str = "messages",
-                 output_key: str = "llm_input_messages", on_render: RenderCallback | None = None) -> None:
-        if budget is not None and (not isinstance(budget, int) or budget <= 0):
-            raise ValueError(f"budget must be a positive int, got {budget!r}")
-        self.mem = mem if mem is not None else default_mem()
-        self.budget = budget
+                 output_key: str = "llm_input_messages", on_render: RenderCallback | None = None,
+                 model: Any = None, token_counter: Any = None) -> None:
+        self.mem = mem_for(mem, token_counter)
+        self.budget = check_budget(budget)
+        self.model = model
         self.namespace = check_namespace(namespace)
         self.system_prompt = system_prompt
         self.tools = list(tools)
@@ -66,6 +69,9 @@ class FlexAMemRenderer:
         if self._extra is None:
             self._extra = extra_tokens(self.mem, self.system_prompt, self.tools)
         return self._extra
+
+    def _budget(self) -> int | None:
+        return resolve_budget(self.budget, self.model, self.mem)
 
     def _done(self, outcome: LangChainRender) -> list[BaseMessage]:
         if self.on_render is not None:
@@ -82,7 +88,7 @@ class FlexAMemRenderer:
         if not messages:
             return []
         ns = namespace if namespace is not None else resolve_namespace(self.namespace, config=config)
-        return self._done(render_langchain(self.mem, messages, namespace=ns, budget=self.budget,
+        return self._done(render_langchain(self.mem, messages, namespace=ns, budget=self._budget(),
                                            extra_tokens=self._extra_tokens()))
 
     async def arender(self, messages: Sequence[BaseMessage], config: RunnableConfig | None = None, *,
@@ -91,7 +97,7 @@ class FlexAMemRenderer:
         if not messages:
             return []
         ns = namespace if namespace is not None else resolve_namespace(self.namespace, config=config)
-        return self._done(await arender_langchain(self.mem, messages, namespace=ns, budget=self.budget,
+        return self._done(await arender_langchain(self.mem, messages, namespace=ns, budget=self._budget(),
                                                   extra_tokens=self._extra_tokens()))
 
     def _node(self, state: Any, config: RunnableConfig) -> dict[str, Any]:

@@ -17,8 +17,9 @@ from langchain_core.messages import AnyMessage
 from flexamem_core.stores import check_namespace
 
 from .budget import extra_tokens
+from .defaults import BudgetSpec, check_budget, resolve_budget
 from .namespaces import resolve_namespace
-from .render import LangChainRender, RenderCallback, arender_langchain, default_mem, render_langchain
+from .render import LangChainRender, RenderCallback, arender_langchain, mem_for, render_langchain
 
 if TYPE_CHECKING:
     from flexamem_core import FlexAMem
@@ -32,26 +33,29 @@ class FlexAMemMiddleware(AgentMiddleware):
 
     The static system prompt stays ``request.system_message``; the memory is one
     ``<memory>`` HumanMessage after it (following the task). The budget counts the system
-    prompt and the tool schemas of the request. Memory is namespaced by the run's thread
-    id; a run without a thread id (no checkpointer) uses ``namespace``.
+    prompt and the tool schemas of the request. ``budget`` is tokens, or
+    ``("fraction", x)`` of the request model's ``profile["max_input_tokens"]``; without
+    one it is 0.75 of that window (see :mod:`flexamem_langgraph.defaults`).
+    ``token_counter`` is a LangChain counter (messages -> int, or a chat model) to count
+    with instead of o200k. Memory is namespaced by the run's thread id; a run without a
+    thread id (no checkpointer) uses ``namespace``.
     """
 
-    def __init__(self, mem: FlexAMem | None = None, *, budget: int | None = None,
+    def __init__(self, mem: FlexAMem | None = None, *, budget: BudgetSpec = None,
                  namespace: str = "default", count_tools: bool = True,
-                 on_render: RenderCallback | None = None) -> None:
+                 token_counter: Any = None, on_render: RenderCallback | None = None) -> None:
         super().__init__()
-        self.mem = mem if mem is not None else default_mem()
-        if budget is not None and (not isinstance(budget, int) or budget <= 0):
-            raise ValueError(f"budget must be a positive int, got {budget!r}")
-        self.budget = budget
+        self.mem = mem_for(mem, token_counter)
+        self.budget = check_budget(budget)
         self.namespace = check_namespace(namespace)
         self.count_tools = count_tools
         self.on_render = on_render
 
-    def _plan(self, request: ModelRequest) -> tuple[str, int]:
+    def _plan(self, request: ModelRequest) -> tuple[str, int, int | None]:
         namespace = resolve_namespace(self.namespace, request.runtime)
         tools = request.tools if self.count_tools else ()
-        return namespace, extra_tokens(self.mem, request.system_message, tools)
+        return (namespace, extra_tokens(self.mem, request.system_message, tools),
+                resolve_budget(self.budget, request.model, self.mem))
 
     def _apply(self, request: ModelRequest, outcome: LangChainRender) -> ModelRequest:
         if self.on_render is not None:
@@ -64,16 +68,16 @@ class FlexAMemMiddleware(AgentMiddleware):
                         handler: Callable[[ModelRequest], ModelResponse]) -> Any:
         if not request.messages:
             return handler(request)
-        namespace, extra = self._plan(request)
+        namespace, extra, budget = self._plan(request)
         outcome = render_langchain(self.mem, request.messages, namespace=namespace,
-                                   budget=self.budget, extra_tokens=extra)
+                                   budget=budget, extra_tokens=extra)
         return handler(self._apply(request, outcome))
 
     async def awrap_model_call(self, request: ModelRequest,
                                handler: Callable[[ModelRequest], Awaitable[ModelResponse]]) -> Any:
         if not request.messages:
             return await handler(request)
-        namespace, extra = self._plan(request)
+        namespace, extra, budget = self._plan(request)
         outcome = await arender_langchain(self.mem, request.messages, namespace=namespace,
-                                          budget=self.budget, extra_tokens=extra)
+                                          budget=budget, extra_tokens=extra)
         return await handler(self._apply(request, outcome))

@@ -40,6 +40,19 @@ def default_mem() -> FlexAMem:
     return FlexAMem()
 
 
+def mem_for(mem: FlexAMem | None, token_counter: Any = None) -> FlexAMem:
+    """The given memory, else a default one counting with ``token_counter`` when given."""
+    if token_counter is None:
+        return mem if mem is not None else default_mem()
+    if mem is not None:
+        raise ValueError("pass token_counter, or a FlexAMem with its own tokenizer, not both")
+    from flexamem_core import FlexAMem
+
+    from .counting import TokenCounterTokenizer
+
+    return FlexAMem(tokenizer=TokenCounterTokenizer(token_counter))
+
+
 #: Called after every render, e.g. to log ``outcome.report`` or collect token counts.
 RenderCallback = Callable[[LangChainRender], None]
 

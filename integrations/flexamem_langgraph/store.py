@@ -31,7 +31,7 @@ from langgraph.store.base import BaseStore, PutOp
 
 from flexamem_core.schema import MergedRecord, Note, Piece, Unit
 from flexamem_core.stores import check_namespace
-from flexamem_core.stores.codec import check_write
+from flexamem_core.stores.codec import check_write, restored, storable
 from flexamem_core.stores.forgetting import merged_covering
 
 _PAGE = 500
@@ -123,11 +123,11 @@ class LangGraphBaseStore:
         seq = self._seq()
         self.store.batch([
             PutOp(self._ns(namespace, "units"), unit.key,
-                  {"seq": seq, "key": unit.key, "parent": unit.parent, "unit": unit.to_dict()}, index=False),
+                  {"seq": seq, "key": unit.key, "parent": unit.parent, **_packed("unit", unit.to_dict())}, index=False),
             PutOp(self._ns(namespace, "pieces"), unit.key,
-                  {"seq": seq, "key": unit.key, "pieces": [p.to_dict() for p in pieces]}, index=False),
+                  {"seq": seq, "key": unit.key, **_packed("pieces", [p.to_dict() for p in pieces])}, index=False),
             PutOp(self._ns(namespace, "notes"), unit.key,
-                  {"seq": seq, "key": unit.key, "note": note.to_dict()}, index=False),
+                  {"seq": seq, "key": unit.key, **_packed("note", note.to_dict())}, index=False),
         ])
         return True
 
@@ -138,10 +138,10 @@ class LangGraphBaseStore:
         item = self.store.get(self._ns(namespace, "units"), key)
         if item is None:
             raise KeyError(f"no unit {key!r} in namespace {namespace!r}")
-        return Unit.from_dict(item.value["unit"])
+        return Unit.from_dict(_unpacked(item.value, "unit"))
 
     def notes(self, namespace: str) -> list[Note]:
-        return [Note.from_dict(v["note"]) for v in self._all(namespace, "notes")]
+        return [Note.from_dict(_unpacked(v, "note")) for v in self._all(namespace, "notes")]
 
     def parents(self, namespace: str) -> dict[str, str | None]:
         committed = {v["key"] for v in self._all(namespace, "notes")}
@@ -151,17 +151,17 @@ class LangGraphBaseStore:
         item = self.store.get(self._ns(namespace, "pieces"), unit_key)
         if item is None:
             return []
-        return [Piece.from_dict(p) for p in item.value["pieces"]]
+        return [Piece.from_dict(p) for p in _unpacked(item.value, "pieces")]
 
     def iter_pieces(self, namespace: str) -> Iterable[Piece]:
         committed = {v["key"] for v in self._all(namespace, "notes")}
         for value in self._all(namespace, "pieces"):
             if value["key"] in committed:
-                yield from (Piece.from_dict(p) for p in value["pieces"])
+                yield from (Piece.from_dict(p) for p in _unpacked(value, "pieces"))
 
     def get_merged(self, namespace: str, key: str) -> MergedRecord | None:
         item = self.store.get(self._ns(namespace, "merged"), key)
-        return None if item is None else MergedRecord.from_dict(item.value["merged"])
+        return None if item is None else MergedRecord.from_dict(_unpacked(item.value, "merged"))
 
     def put_merged(self, namespace: str, merged: MergedRecord) -> None:
         if self.get_merged(namespace, merged.key) is not None:
@@ -170,7 +170,7 @@ class LangGraphBaseStore:
                    for k in merged.covers):
             return  # a covered unit was deleted meanwhile: the merge is stale
         self.store.put(self._ns(namespace, "merged"), merged.key,
-                       {"seq": self._seq(), "key": merged.key, "merged": merged.to_dict()}, index=False)
+                       {"seq": self._seq(), "key": merged.key, **_packed("merged", merged.to_dict())}, index=False)
 
     # -- forgetting (ForgettingStore) --------------------------------------------------------
 
@@ -217,3 +217,13 @@ class LangGraphBaseStore:
         names = {_unlabel(ns[len(self.prefix)]) for ns in found
                  if len(ns) == len(self.prefix) + 2 and self.store.search(ns, limit=1)}
         return sorted(names)
+
+
+def _packed(field: str, value: Any) -> dict[str, Any]:
+    """An item field any BaseStore serialiser keeps exactly (lone surrogates tagged, flagged)."""
+    value, tagged = storable(value)
+    return {field: value, "tagged": True} if tagged else {field: value}
+
+
+def _unpacked(item: dict[str, Any], field: str) -> Any:
+    return restored(item[field]) if item.get("tagged") else item[field]

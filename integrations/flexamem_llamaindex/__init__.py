@@ -1,12 +1,14 @@
 """FlexA-Mem for LlamaIndex: ``FlexAMemory`` where ``ChatMemoryBuffer`` was, ``FlexAMemLLM`` for tool loops.
 
 ```python
-from flexamem_llamaindex import FlexAMemory
-memory = FlexAMemory.from_defaults(budget=8000)
-agent.run("...", memory=memory)            # or SimpleChatEngine.from_defaults(memory=memory)
+from flexamem_llamaindex import FlexAMemory, agent_memory
+memory = FlexAMemory.from_defaults(budget=8000)          # chat engines
+memory, llm = agent_memory(llm, namespace="run-7")        # FunctionAgent(llm=llm): every call bounded
+agent.run("...", memory=memory)
 ```
 """
 
+from .agent import AgentMemory, agent_memory
 from .convert import from_core, from_core_list, to_core, to_core_list, tool_calls_of
 from .llm import FlexAMemLLM
 from .memory import FlexAMemory, LastGet
@@ -14,10 +16,12 @@ from .presets import config_for
 from .store_urls import StoreURLError, open_store, register_opener, url_for
 
 __all__ = [
+    "AgentMemory",
     "FlexAMemLLM",
     "FlexAMemory",
     "LastGet",
     "StoreURLError",
+    "agent_memory",
     "config_for",
     "from_core",
     "from_core_list",

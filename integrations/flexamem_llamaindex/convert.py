@@ -136,12 +136,30 @@ def from_core(message: Message, originals: Sequence[ChatMessage]) -> ChatMessage
     """The LlamaIndex message for a rendered one: a deep copy of its original, or a new message."""
     index = message.metadata.get(SOURCE_KEY) if message.metadata else None
     if isinstance(index, int) and 0 <= index < len(originals):
-        return originals[index].model_copy(deep=True)
+        copy = originals[index].model_copy(deep=True)
+        before = to_core(originals[index], index)
+        if (before.role, before.content, before.tool_call_id) == (message.role, message.content,
+                                                                   message.tool_call_id):
+            return copy
+        # The core changed it (cut to fit, control characters cleaned, a result re-paired or a
+        # system turn marked): the copy says what the core sends, its tool calls kept.
+        if message.role != before.role:
+            copy.role = _ROLE_FROM_CORE[message.role]
+        if message.content != before.content:
+            copy.blocks = [TextBlock(text=message.text),
+                           *(b for b in copy.blocks if isinstance(b, ToolCallBlock))]
+        if message.tool_call_id != before.tool_call_id:
+            copy.additional_kwargs["tool_call_id"] = message.tool_call_id
+        return copy
     role = MessageRole.SYSTEM if message.role == "system" else (
         MessageRole.ASSISTANT if message.role == "assistant" else MessageRole.USER)
     if message.role == "tool":  # the core only creates user/system messages; be safe anyway
         role = MessageRole.TOOL
     return ChatMessage(role=role, content=message.text)
+
+
+_ROLE_FROM_CORE = {"system": MessageRole.SYSTEM, "user": MessageRole.USER, "assistant": MessageRole.ASSISTANT,
+                   "tool": MessageRole.TOOL}
 
 
 def from_core_list(messages: Sequence[Message], originals: Sequence[ChatMessage]) -> list[ChatMessage]:

@@ -35,6 +35,7 @@ from flexamem_core import FlexAMem
 from .memory import FlexAMemory
 from .presets import config_for
 from .rendering import ChatRender, arender_chat, render_chat
+from .unbounded import mark_wrapped
 
 if TYPE_CHECKING:
     from llama_index.core.tools.types import BaseTool
@@ -129,6 +130,7 @@ class FlexAMemLLM(FunctionCallingLLM):
     def _keep(self, result: ChatRender) -> list[ChatMessage]:
         self._last_render = result.rendered
         self._renders += 1
+        mark_wrapped(self.memory)
         return result.messages
 
     def render(self, messages: Sequence[ChatMessage], tools: Sequence[BaseTool] | None = None) -> list[ChatMessage]:

@@ -14,6 +14,7 @@ restored from a saved context keeps its memory.
 
 from __future__ import annotations
 
+import logging
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +27,7 @@ from llama_index.core.storage.chat_store import BaseChatStore, SimpleChatStore
 from llama_index.core.storage.chat_store.loading import RECOGNIZED_CHAT_STORES
 
 from flexamem_core import Embedder, FlexAMem, FlexAMemConfig, RecordWriter, Store, Tokenizer
+from flexamem_core.logs import warn_once
 from flexamem_core.stores import check_namespace
 
 from .convert import copy_messages
@@ -33,6 +35,9 @@ from .engines import engine_for, register_engine
 from .presets import CONTEXT_WINDOW_SHARE, DEFAULT_BUDGET, Kind, config_for
 from .rendering import ChatRender, arender_chat, render_chat
 from .store_urls import url_for
+from .unbounded import check_loop
+
+logger = logging.getLogger("flexamem.llamaindex")
 
 
 class FlexAMemory(BaseChatStoreMemory):
@@ -82,19 +87,21 @@ class FlexAMemory(BaseChatStoreMemory):
         """Build a memory the way ``ChatMemoryBuffer.from_defaults`` is built.
 
         ``budget`` (or its ``ChatMemoryBuffer`` name ``token_limit``) is the token budget
-        of what ``get`` returns; without one it is 75% of ``llm``'s context window, else
-        3,000. ``kind`` picks the preset (``"chat"``: reader units; ``"agent"``: agent
-        units); ``config`` replaces the preset entirely. ``store`` is a Store object or a
-        store URL; ``engine`` is a ready ``FlexAMem`` (its store and parts are used).
+        of what ``get`` returns; without one it is 75% of ``llm.metadata.context_window``,
+        else 3,000 with a WARNING (once). A budget of 0 or less is an error. ``kind`` picks
+        the preset (``"chat"``: reader units; ``"agent"``: agent units); ``config`` replaces
+        the preset entirely. ``store`` is a Store object or a store URL; ``engine`` is a
+        ready ``FlexAMem`` (its store and parts are used).
         """
         check_namespace(namespace)
         if budget is not None and token_limit is not None and budget != token_limit:
             raise ValueError("pass budget or token_limit, not two different values")
-        budget = budget or token_limit
+        budget = budget if budget is not None else token_limit
+        if budget is not None and (not isinstance(budget, int) or isinstance(budget, bool) or budget <= 0):
+            raise ValueError(f"budget (token_limit) must be a positive integer, got {budget!r}")
         if config is None:
             if budget is None:
-                budget = (int(llm.metadata.context_window * CONTEXT_WINDOW_SHARE)
-                          if llm is not None else DEFAULT_BUDGET)
+                budget = default_budget(llm)
             config = config_for(kind, budget, **config_overrides)
         elif config_overrides or budget is not None:
             config = FlexAMemConfig(**{**config.model_dump(), **config_overrides,
@@ -148,6 +155,11 @@ class FlexAMemory(BaseChatStoreMemory):
 
     @property
     def budget(self) -> int:
+        return self.config.budget
+
+    @property
+    def token_limit(self) -> int:
+        """``ChatMemoryBuffer``'s name for the budget (read-only: the config is frozen)."""
         return self.config.budget
 
     @property
@@ -215,10 +227,12 @@ class FlexAMemory(BaseChatStoreMemory):
         await self.chat_store.async_add_message(self.chat_store_key, message.model_copy(deep=True))
 
     def put_messages(self, messages: list[ChatMessage]) -> None:
+        check_loop(self, messages)
         for message in messages:
             self.put(message)
 
     async def aput_messages(self, messages: list[ChatMessage]) -> None:
+        check_loop(self, messages)
         for message in messages:
             await self.aput(message)
 
@@ -254,6 +268,16 @@ class LastGet:
 
 _last_lock = threading.Lock()
 _last_gets: dict[tuple[str, str, str], LastGet] = {}
+
+
+def default_budget(llm: LLM | None) -> int:
+    """75% of the LLM's context window; without an LLM, 3,000 tokens and a WARNING once."""
+    if llm is not None:
+        return max(1, int(llm.metadata.context_window * CONTEXT_WINDOW_SHARE))
+    warn_once("llamaindex-default-budget",
+              "FlexA-Mem: FlexAMemory got no budget and no llm; using %d tokens (pass budget=<tokens> "
+              "or llm=<your LLM> to take 75%% of its context window)", DEFAULT_BUDGET, log=logger)
+    return DEFAULT_BUDGET
 
 
 def url_for_new_memory_store() -> str:

@@ -35,6 +35,7 @@ from flexamem_core import FlexAMem, Rendered
 from flexamem_core.stores import check_namespace
 
 from .convert import ConvertedHistory, to_core, to_host
+from .defaults import run_budget
 from .settings import FlexAMemSettings, LitellmChat, build_memory
 from .tools import tool_schema_tokens
 
@@ -72,8 +73,9 @@ class FlexAMemModel:
             raise ValueError("pass either inner=<model object> or the inner model's config, not both")
         self.inner: Model = inner
         self._writer_chat: LitellmChat | None = None
+        self.budget = run_budget(self.settings, inner, memory)
         if memory is None:
-            memory, self._writer_chat = build_memory(self.settings)
+            memory, self._writer_chat = build_memory(self.settings, self.budget)
         self.memory = memory
         self.namespace: str | None = self.settings.namespace
         check_namespace(self.namespace or f"{self.settings.namespace_prefix}-0")
@@ -112,7 +114,7 @@ class FlexAMemModel:
                     "inner_model_type": _class_path(self.inner),
                     "flexamem": self.settings.model_dump(mode="json"),
                 },
-                "flexamem": {**self.stats, "namespace": self.current_namespace},
+                "flexamem": {**self.stats, "namespace": self.current_namespace, "budget": self.budget},
             }
         })
 
@@ -154,13 +156,13 @@ class FlexAMemModel:
         converted = to_core(messages)
         namespace = self.namespace_for(converted)
         rendered: Rendered = self.memory.render(converted.messages, namespace=namespace,
-                                                budget=self.settings.budget, extra_tokens=self.extra_tokens())
+                                                budget=self.budget, extra_tokens=self.extra_tokens())
         host = to_host(rendered.messages, converted)
         cost = (self._writer_chat.cost - cost_before) if self._writer_chat else 0.0
         report = rendered.report if self.settings.report == "full" else _summary(rendered.report)
         info = {
             "namespace": namespace,
-            "budget": self.settings.budget,
+            "budget": self.budget,
             "passthrough": rendered.passthrough,
             "tokens": rendered.tokens,
             "tool_schema_tokens": self.extra_tokens(),

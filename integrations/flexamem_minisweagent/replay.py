@@ -23,13 +23,16 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
-from flexamem_core import FlexAMem, FlexAMemConfig, Message, MessageError
+from flexamem_core import FlexAMem, Message, MessageError
 from flexamem_core.messages import message_text
 from flexamem_core.prompt_cache import CACHED_PRICE, NEW_PRICE, call_cost, common_prefix_tokens
 
 from .convert import to_core, to_host
+from .settings import FlexAMemSettings
 from .tools import tool_schema_tokens
 from .trajectory import TrajectoryError, load_trajectories, model_calls, model_class_path, select_trajectory
+
+HELP = "render a saved mini-swe-agent .traj.json step by step (text, JSON or an HTML page)"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -39,6 +42,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--step", type=int, default=None,
                         help="show only model call N (1-based; earlier calls are still rendered first)")
     parser.add_argument("--json", action="store_true", help="print one JSON document instead of text")
+    parser.add_argument("--html", default=None, metavar="OUT.html",
+                        help="write one self-contained HTML page of every step (budget split, units, messages)")
     parser.add_argument("--summary", action="store_true", help="one line per step, no message text")
     parser.add_argument("--max-chars", type=int, default=0,
                         help="cut each printed message to this many characters (0: no cut)")
@@ -102,7 +107,8 @@ def replay(trajectory: Mapping[str, Any], budget: int, *, memory: FlexAMem | Non
     calls = model_calls(messages)
     if only_step is not None and not 1 <= only_step <= len(calls):
         raise TrajectoryError(f"step {only_step} out of range: the run made {len(calls)} model calls")
-    memory = memory or FlexAMem(FlexAMemConfig(budget=budget, mode=mode, history="agent"))
+    # The live wrapper's settings (FlexAMemSettings: pin_user_turn off), so replay sends what it sent.
+    memory = memory or FlexAMem(FlexAMemSettings(mode=mode).core_config(budget))
     if tool_tokens is None:
         tool_tokens = tool_schema_tokens(model_class_path(trajectory), memory.tokenizer.count,
                                          str(trajectory.get("trajectory_format") or ""))
@@ -188,7 +194,15 @@ def run(args: argparse.Namespace) -> int:
     except (TrajectoryError, MessageError) as exc:
         print(f"flexamem replay: {exc}", file=sys.stderr)
         return 2
-    if args.json:
+    if args.html:
+        from flexamem_core.replay_html import write_html
+
+        name = trajectory.get("instance_id") or os.path.basename(str(args.trajectory))
+        path = write_html(result["steps"], args.html, title=f"FlexA-Mem replay: {name}",
+                          subtitle=f"budget {args.budget:,} tokens, {args.mode} recovery; prompt cache: "
+                                   f"{100 * result['totals']['cached_prefix_share']:.1f}% of tokens reused")
+        print(f"wrote {path} ({len(result['steps'])} steps)")
+    elif args.json:
         json.dump({"trajectory": str(args.trajectory), "instance_id": trajectory.get("instance_id"),
                    "trajectory_format": trajectory.get("trajectory_format"), "budget": args.budget,
                    "steps": result["steps"], "totals": result["totals"]},

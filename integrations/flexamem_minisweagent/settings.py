@@ -21,7 +21,8 @@ class FlexAMemSettings(BaseModel):
 
     model_config = ConfigDict(extra="allow", frozen=True)
 
-    budget: int = Field(8000, gt=0, description="context budget B of every model call, in tokens")
+    budget: int | None = Field(None, gt=0, description="context budget B of every model call, in tokens; "
+                               "None: 75% of the model's input window where litellm knows it, else 8000")
     namespace: str | None = Field(
         None, description="fixed memory namespace; default: a fresh one for every task the model is given")
     namespace_prefix: str = Field("mswea", description="prefix of the namespaces made per task")
@@ -35,12 +36,12 @@ class FlexAMemSettings(BaseModel):
         None, description="litellm model name of an LLM record writer; None: the rule writer (no LLM)")
     writer_model_kwargs: dict[str, Any] = Field(default_factory=dict)
 
-    def core_config(self) -> FlexAMemConfig:
+    def core_config(self, budget: int | None = None) -> FlexAMemConfig:
         """The FlexAMemConfig of these settings (raises pydantic's error on unknown keys)."""
         # mini-swe-agent's user messages after the task are observations or format errors,
         # never a new human turn, so the newest one is not pinned outside the window.
         extra = {"pin_user_turn": False, **(self.model_extra or {})}
-        return FlexAMemConfig(budget=self.budget, **extra)
+        return FlexAMemConfig(budget=budget or self.budget or FlexAMemConfig().budget, **extra)
 
 
 class LitellmChat:
@@ -71,9 +72,9 @@ class LitellmChat:
         return str(response.choices[0].message.content or "")
 
 
-def build_memory(settings: FlexAMemSettings) -> tuple[FlexAMem, LitellmChat | None]:
+def build_memory(settings: FlexAMemSettings, budget: int | None = None) -> tuple[FlexAMem, LitellmChat | None]:
     """A FlexAMem for these settings, and the chat callable whose cost must be reported."""
-    config = settings.core_config()
+    config = settings.core_config(budget)
     store = None
     if settings.store:
         from flexamem_core.stores import open_store

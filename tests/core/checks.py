@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from flexamem_core import Message
 
 
@@ -31,3 +33,57 @@ def structure_problem(messages: list[Message]) -> str | None:
     if systems not in ([], [0]):
         return f"system messages at {systems}"
     return pairing_problem(messages)
+
+
+_UNSENDABLE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
+
+
+def sent_text(m: Message) -> str:
+    """The text of a message as the provider receives it: the raw fields, nothing cleaned.
+
+    Written apart from the library's counter: content as given (text parts joined, other
+    parts as their ``[kind]`` mark, the documented placeholder), then each tool call."""
+    if isinstance(m.content, str):
+        parts = [m.content]
+    else:
+        parts = [str(p.get("text", "")) if str(p.get("type", "unknown")) in ("text", "input_text", "output_text")
+                 or (p.get("type") is None and "text" in p)
+                 else "[" + str(p.get("type", "unknown")).replace("_url", "").replace("input_", "") + "]"
+                 for p in m.content]
+    text = "\n".join(parts)
+    calls = [f"[tool call {c.id or '?'}] {c.name}({c.arguments})" for c in m.tool_calls]
+    return "\n".join(p for p in [text, *calls] if p)
+
+
+def independent_tokens(messages: list[Message]) -> int:
+    """Tokens of a request as sent: o200k ``encode_ordinary`` of each message's raw text, whole
+    (no chunking), plus the chat format's 4 per message and 3 per request."""
+    from flexamem_core.tokens import load_o200k_encoding
+
+    enc = load_o200k_encoding()
+    if not messages:
+        return 0
+    return 3 + sum(4 + len(enc.encode_ordinary(sent_text(m))) for m in messages)
+
+
+def unsendable(messages: list[Message]) -> list[int]:
+    """Positions of messages that carry a control character or a lone surrogate anywhere."""
+    def dirty(v: object) -> bool:
+        if isinstance(v, str):
+            return _UNSENDABLE.search(v) is not None
+        if isinstance(v, dict):
+            return any(dirty(x) for x in v.values())
+        if isinstance(v, (list, tuple)):
+            return any(dirty(x) for x in v)
+        return False
+    return [i for i, m in enumerate(messages) if dirty(m.to_dict() | {"metadata": {}})]
+
+
+def steps(n: int, start: int = 0, size: int = 40) -> list[dict]:
+    """``n`` mini-swe-agent-style steps (a command, then its output of ``size`` word pairs)."""
+    out = []
+    for i in range(start, start + n):
+        out += [{"role": "assistant", "content": f"```bash\ncat notes_{i}.txt\n```", "id": f"a{i}"},
+                {"role": "user", "content": f"<returncode>0</returncode>\nnote {i}: " + "lorem ipsum " * size,
+                 "id": f"o{i}"}]
+    return out

@@ -12,26 +12,9 @@ from flexamem_core import BudgetError, FlexAMem, FlexAMemConfig, Message, Messag
 from flexamem_core.render import count_messages
 from flexamem_core.stores.names import NamespaceError
 
-from .checks import structure_problem
+from .checks import steps, structure_problem
 
 TRUNCATED = "omitted by FlexA-Mem to fit the budget"
-
-
-def steps(n: int, start: int = 0, size: int = 40) -> list[dict]:
-    out = []
-    for i in range(start, start + n):
-        out += [{"role": "assistant", "content": f"```bash\ncat notes_{i}.txt\n```", "id": f"a{i}"},
-                {"role": "user", "content": f"<returncode>0</returncode>\nnote {i}: " + "lorem ipsum " * size,
-                 "id": f"o{i}"}]
-    return out
-
-
-@pytest.fixture
-def mem(tokenizer, hashing_embedder):
-    def make(**settings) -> FlexAMem:
-        return FlexAMem(FlexAMemConfig(**{"agent_unit_tokens": 100, **settings}), tokenizer=tokenizer,
-                        embedder=hashing_embedder)
-    return make
 
 
 def stored_messages(m: FlexAMem) -> list[Message]:
@@ -47,7 +30,10 @@ def test_empty_history_passes_through(mem):
 def test_all_system_history(mem, tokenizer):
     history = [{"role": "system", "content": "rule one"}, {"role": "system", "content": "rule two"}]
     r = mem(budget=1000).render(history)
-    assert r.passthrough and [m.text for m in r.messages] == ["rule one", "rule two"]
+    # One system message first, in passthrough too: the leading ones are joined.
+    assert r.passthrough and [m.text for m in r.messages] == ["rule one\n\nrule two"]
+    assert r.tokens == count_messages(r.messages, tokenizer)
+    # Over the budget it is all fixed prompt: nothing can be left out, so BudgetError (documented).
     big = [{"role": "system", "content": "rule " * 400}, {"role": "system", "content": "more " * 400}]
     with pytest.raises(BudgetError, match="too small for the fixed prompt"):
         mem(budget=500).render(big)

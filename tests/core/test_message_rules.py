@@ -1,4 +1,4 @@
-"""Each message rule of the render on its own: layout, system, window, fit, pairing."""
+"""The layout pieces of a render on their own: layout, system, window, fit (pairing: test_properties)."""
 
 from __future__ import annotations
 
@@ -6,20 +6,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from flexamem_core import Message, ToolCall
+from flexamem_core.properties import no_inner_system, one_system
 from flexamem_core.render import (
-    NO_RESULT,
     PER_REQUEST,
     TRUNCATION_MARK,
     count_messages,
     fit_messages,
-    no_inner_system,
-    one_system,
     recent_window,
-    repair_pairing,
     split_layout,
 )
-
-from .checks import pairing_problem
 
 PROPS = settings(deadline=None, max_examples=200, suppress_health_check=list(HealthCheck))
 
@@ -120,58 +115,3 @@ def test_fit_messages_cuts_assistant_text_last(tokenizer):
 
 def test_truncation_mark_says_how_much_was_left_out():
     assert "{n} tokens" in TRUNCATION_MARK
-
-
-# ---------------------------------------------------------------------------- pairing
-
-ids = st.sampled_from([None, "a", "b", "c"])
-messy_message = st.one_of(
-    st.builds(lambda t: Message(role="user", content=t), st.sampled_from(["hi", "obs", ""])),
-    st.builds(lambda calls: Message(role="assistant", content="act",
-                                    tool_calls=tuple(ToolCall("f", "{}", i) for i in calls)),
-              st.lists(ids, max_size=3)),
-    st.builds(lambda i: Message(role="tool", content="result", tool_call_id=i), ids),
-    st.just(Message(role="system", content="sys")),
-)
-
-
-@PROPS
-@given(messages=st.lists(messy_message, max_size=15))
-def test_repair_pairing_always_pairs_and_loses_no_text(messages):
-    before = list(messages)
-    out, fixes = repair_pairing(messages)
-    assert pairing_problem(out) is None
-    assert messages == before
-    # Every original message still says what it said (tool results may become marked user messages).
-    texts = [m.text for m in out]
-    for m in messages:
-        assert any(m.text and m.text in t for t in texts) or not m.text
-    placeholders = sum(1 for m in out if m.text == NO_RESULT)
-    orphans = sum(1 for m in out if m.metadata.get("flexamem") == "orphan-result")
-    assert placeholders + orphans <= fixes
-    if pairing_problem(messages) is None:
-        assert out == messages and fixes == 0
-
-
-def test_repair_pairing_cases():
-    call = Message(role="assistant", tool_calls=(ToolCall("f", "{}", None), ToolCall("g", "{}", "x")))
-    res_no_id = Message(role="tool", content="r1")
-    orphan = Message(role="tool", content="lost", tool_call_id="zzz")
-    out, fixes = repair_pairing([call, res_no_id, Message(role="user", content="next"), orphan])
-    assert [m.role for m in out] == ["assistant", "tool", "tool", "user", "user"]
-    assert out[0].tool_calls[0].id == "flexamem_call_0_0" and out[0].tool_calls[1].id == "x"
-    assert out[1].tool_call_id == "flexamem_call_0_0" and out[1].text == "r1"
-    assert out[2].tool_call_id == "x" and out[2].text == NO_RESULT
-    assert out[4].text == "[tool result without a matching call] lost"
-    assert fixes == 4
-    assert call.tool_calls[0].id is None  # the input stays as it was
-
-
-def test_an_orphan_between_results_is_moved_after_the_group():
-    call = Message(role="assistant", tool_calls=(ToolCall("f", "{}", "a"), ToolCall("g", "{}", "b")))
-    out, fixes = repair_pairing([call, Message(role="tool", content="stray", tool_call_id="zzz"),
-                                 Message(role="tool", content="ra", tool_call_id="a")])
-    assert pairing_problem(out) is None and fixes == 2
-    assert [(m.role, m.text) for m in out] == [
-        ("assistant", ""), ("tool", "ra"), ("tool", NO_RESULT),
-        ("user", "[tool result without a matching call] stray")]

@@ -113,3 +113,18 @@ def test_a_block_is_one_turn(tokenizer):
     pieces = cut_pieces("k", [block, block], tokenizer, 150)
     assert [p.text for p in pieces] == [block.text, block.text]
     assert [p.block for p in pieces] == [0, 1]
+
+
+ws_run = st.builds(lambda c, n: c * n, st.sampled_from([" ", "\t", "\n", " \n", "\u3000"]), st.integers(1, 1500))
+runs = st.lists(st.one_of(text(0, 20), ws_run), min_size=1, max_size=8).map("".join)
+
+
+@PROPS
+@given(body=runs, kappa=st.integers(8, 200))
+def test_every_piece_is_a_slice_of_the_block_even_with_long_whitespace_runs(body, kappa, tokenizer):
+    pos = 0
+    for piece, n in cut_block(body, tokenizer, kappa):
+        at = body.find(piece, pos)
+        assert at >= 0, f"not a slice of the raw text: {piece[:60]!r}"
+        assert n == tokenizer.count(piece) <= kappa
+        pos = at + len(piece)

@@ -9,9 +9,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from flexamem_core import BudgetError, FlexAMem, FlexAMemConfig, Message
+from flexamem_core.properties import Context, problems
 from flexamem_core.render import count_messages
 
-from .checks import structure_problem
+from .checks import independent_tokens, structure_problem
 from .strategies import agent_history, conversation
 
 # Example counts come from the hypothesis profile (tests/conftest.py): thousands in CI.
@@ -33,7 +34,8 @@ def test_agent_render_fits_budget_and_keeps_structure(history, budget, mode, tok
             budget < 1200
         return
     assert history == before, "the caller's messages were mutated"
-    assert r.tokens == count_messages(r.messages, tokenizer)
+    assert r.tokens == count_messages(r.messages, tokenizer) == independent_tokens(r.messages)
+    assert problems(r.messages, Context([Message.from_dict(m) for m in history], r.report)) == {}
     assert r.tokens <= int(budget * 0.95)
     assert structure_problem(r.messages) is None, structure_problem(r.messages)
     if not r.passthrough:

@@ -15,10 +15,11 @@ from hypothesis import strategies as st
 
 from flexamem_core import BudgetError, FlexAMem, FlexAMemConfig, InMemoryStore, Message
 from flexamem_core.prompt_cache import common_prefix_tokens
+from flexamem_core.properties import Context, problems
 from flexamem_core.recovery import MEMORY_CLOSE
 from flexamem_core.render import count_messages
 
-from .checks import structure_problem
+from .checks import independent_tokens, structure_problem
 from .strategies import agent_history
 
 # Each example renders every prefix of its history, so fewer examples than the one-call properties.
@@ -47,8 +48,9 @@ def test_every_call_of_a_growing_history_keeps_the_invariants(history, budget, t
         except BudgetError:
             previous = None  # documented: the fixed prompt or the newest step cannot fit at all
             continue
-        assert r.tokens == count_messages(r.messages, tokenizer)
+        assert r.tokens == count_messages(r.messages, tokenizer) == independent_tokens(r.messages)
         assert r.tokens <= int(budget * 0.95)
+        assert problems(r.messages, Context([Message.from_dict(m) for m in h], r.report)) == {}
         assert structure_problem(r.messages) is None, structure_problem(r.messages)
         assert sum(1 for m in r.messages if m.metadata.get("flexamem") == "memory") <= 1
         newest = r.messages[-1]

@@ -11,7 +11,6 @@ import pytest
 from flexamem_core import FlexAMemConfig, Message, ToolCall
 from flexamem_core.prompt_cache import CACHED_PRICE, NEW_PRICE, CacheMeter, call_cost, common_prefix_tokens
 from flexamem_core.render import PER_MESSAGE, PER_REQUEST, count_messages
-from flexamem_eval.actions import assistant_indices
 from flexamem_eval.items import Question
 from flexamem_eval.methods import METHODS, make_method, recency
 from flexamem_eval.methods.base import Env, Method
@@ -118,7 +117,7 @@ def probe(monkeypatch):
 
 def test_every_call_is_rendered_in_order_one_budget_after_the_other(env, probe):
     item = trajectory(12)
-    calls = assistant_indices(item.messages)
+    calls = [i for i, m in enumerate(item.messages) if m.role == "assistant"]
     budgets = (1000, 1500)
     res = evaluate_item(item, Spec("trajectories", budgets, ("probe",)), env)
     instances = list(dict.fromkeys(i for i, _, _ in probe.log))
@@ -139,7 +138,7 @@ def test_every_call_is_rendered_in_order_one_budget_after_the_other(env, probe):
 
 def test_real_methods_carry_cached_tokens(env):
     item = trajectory(16)
-    calls = assistant_indices(item.messages)
+    calls = [i for i, m in enumerate(item.messages) if m.role == "assistant"]
     res = evaluate_item(item, Spec("trajectories", (1200, 2000), ("full", "truncation", "masking")), env)
     by = {(r.method, r.budget, r.step): r for r in res.renders}
     fixed = env.count(list(item.messages[:2]))

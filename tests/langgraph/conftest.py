@@ -186,7 +186,9 @@ def check_run(received: Sequence[Sequence[BaseMessage]], state: Sequence[BaseMes
             assert isinstance(call[-1], ToolMessage), "the current turn is never dropped"
             assert call[-1].tool_call_id == script[k - 1].tool_calls[-1]["id"], "input is never stale"
         core = to_core(call).messages
-        assert mem.count_messages(core, extra_tokens=extra_tokens) <= b_bar
+        # ``extra_tokens`` already holds the system prompt (as the renderer counts it): count it once.
+        counted = core[1:] if system_prompt is not None and core and core[0].role == "system" else core
+        assert mem.count_messages(counted, extra_tokens=extra_tokens) <= b_bar
         if system_prompt is not None:
             assert isinstance(call[0], SystemMessage) and call[0].text == system_prompt
         mems = memory_messages(call)

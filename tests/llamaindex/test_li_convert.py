@@ -87,6 +87,24 @@ def test_from_core_copies_originals_and_builds_new_messages():
     assert memory.role == MessageRole.USER and memory.content.startswith("<memory>")
 
 
+def test_a_message_the_core_changed_maps_back_to_what_the_core_sends():
+    """A cut, cleaned or re-paired copy must not map back to the host's original text."""
+    from dataclasses import replace
+
+    originals = [ChatMessage(role="user", content="log \x00\x1b[31m" + "x " * 50),
+                 ChatMessage(role="tool", content="result", additional_kwargs={"tool_call_id": None}),
+                 ChatMessage(role="system", content="inner note")]
+    core = to_core_list(originals)
+    cleaned = replace(core[0], content="log [31m" + "x " * 50)
+    assert from_core(cleaned, originals).content == cleaned.content
+    paired = replace(core[1], tool_call_id="flexamem_call_0_0")
+    assert from_core(paired, originals).additional_kwargs["tool_call_id"] == "flexamem_call_0_0"
+    marked = replace(core[2], role="user", content="[system] inner note")
+    back = from_core(marked, originals)
+    assert back.role == MessageRole.USER and back.content == "[system] inner note"
+    assert originals[0].content.startswith("log \x00") and originals[2].role == MessageRole.SYSTEM
+
+
 _roles = st.sampled_from(["user", "assistant", "tool", "system"])
 _text = st.text(min_size=0, max_size=40)
 

@@ -1,5 +1,8 @@
 """Backends of the store conformance suite: every test taking ``backend`` runs on each.
 
+``Backend`` offers what ``flexamem_core.testing.StoreBackend`` does (``first``, ``open()``,
+``persistent``, ``raw_dump``, ``examples``) plus the concurrency flags of the process tests.
+
 ``langgraph-memory`` and ``langgraph-sqlite`` are the LangGraph adapter's
 ``LangGraphBaseStore`` on langgraph's ``InMemoryStore`` and ``SqliteStore``
 (``langgraph_backends.py``). PostgreSQL and Chroma-server tests need the services of ``.ci/services.sh``
@@ -64,6 +67,10 @@ def chroma_url() -> str:
     return url
 
 
+MAX_EXAMPLES = {"memory": 60, "sqlite": 30, "postgres": 15, "chroma": 8, "chroma-http": 8,
+                "langgraph-memory": 40, "langgraph-sqlite": 20}
+
+
 @dataclass
 class Backend:
     """One backend under test: how to (re)open it, and how to read everything it holds raw."""
@@ -76,6 +83,11 @@ class Backend:
     multi_writer: bool = True  # several processes may append at once, each unit stored once
     stores: list[Any] = field(default_factory=list)
     first: Any = None
+
+    @property
+    def examples(self) -> int:
+        """Operation sequences of the model-based test (fewer on the slow servers)."""
+        return MAX_EXAMPLES[self.name]
 
     def open(self) -> Any:
         """A new store object on the same data (the first call may return the shared one)."""

@@ -17,7 +17,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 
 from langgraph_backends import open_url
-from storekit import make_chain, make_merged
+
+from flexamem_core.testing.storekit import make_chain, make_merged
 
 
 def restart_history() -> tuple[list, list]:

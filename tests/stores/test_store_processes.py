@@ -19,7 +19,8 @@ import pytest
 from conftest import _make_backend
 from langgraph_backends import sqlite_path
 from store_worker import restart_history
-from storekit import make_chain, snapshot
+
+from flexamem_core.testing.storekit import make_chain, snapshot
 
 WORKER = str(Path(__file__).with_name("store_worker.py"))
 NS = "team/run-1"

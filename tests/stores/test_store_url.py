@@ -6,11 +6,11 @@ import sqlite3
 
 import pytest
 from conftest import chroma_url, postgres_url
-from storekit import make_chain
 
 from flexamem_core.stores import InMemoryStore, open_store
 from flexamem_core.stores.sqlite import SCHEMA_VERSION, SchemaVersionError, SQLiteStore
 from flexamem_core.stores.url import StoreURLError
+from flexamem_core.testing.storekit import make_chain
 
 
 def test_memory_url_gives_a_fresh_store():
@@ -29,6 +29,27 @@ def test_sqlite_urls_and_bare_paths_open_the_same_file(tmp_path, form):
     conn = sqlite3.connect(path)
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert conn.execute("SELECT MAX(version) FROM schema_version").fetchone()[0] == SCHEMA_VERSION
+
+
+def test_sqlite_of_schema_version_1_is_upgraded_in_place(tmp_path):
+    """A file written before index snapshots (version 1) keeps its units and gains the table."""
+    path = tmp_path / "v1.db"
+    store = open_store(f"sqlite:///{path}")
+    chain = make_chain("old", 2)
+    for triple in chain:
+        store.write_unit("ns", *triple)
+    store.close()
+    conn = sqlite3.connect(path)
+    conn.execute("DROP TABLE index_snapshots")
+    conn.execute("DROP TABLE namespace_deletions")
+    conn.execute("DELETE FROM schema_version WHERE version > 1")
+    conn.commit()
+    conn.close()
+    upgraded = open_store(f"sqlite:///{path}")
+    assert [n.unit_key for n in upgraded.notes("ns")] == [t[0].key for t in chain]
+    assert upgraded.schema_version == SCHEMA_VERSION == 2
+    upgraded.put_index_snapshot("ns", b"x")
+    assert upgraded.get_index_snapshot("ns") == b"x"
 
 
 def test_sqlite_written_by_a_newer_version_is_refused(tmp_path):
@@ -85,3 +106,50 @@ def test_chroma_urls_open_embedded_and_server_stores(tmp_path):
     server = open_store(chroma_url() + "?prefix=urltest")
     assert isinstance(server, ChromaStore)
     assert server.client.heartbeat() > 0
+
+
+def test_a_registered_scheme_opens_through_open_store(tmp_path):
+    from flexamem_core.stores import register_store, registered_schemes
+
+    opened = []
+
+    def opener(url, **kwargs):
+        opened.append((url, kwargs))
+        return SQLiteStore(tmp_path / "custom.db")
+
+    register_store("acmedb", opener)
+    try:
+        store = open_store("AcmeDB://bucket/x", timeout=5)
+        assert isinstance(store, SQLiteStore) and opened == [("AcmeDB://bucket/x", {"timeout": 5})]
+        assert "acmedb" in registered_schemes()
+        with pytest.raises(StoreURLError, match="already registered"):
+            register_store("acmedb", opener)
+        register_store("acmedb", opener, replace=True)
+    finally:
+        from flexamem_core.stores import url as registry
+
+        registry._openers.pop("acmedb", None)
+    with pytest.raises(StoreURLError, match="registered schemes are"):
+        open_store("acmedb://bucket/x")
+    for bad in ("", "a://", " x"):
+        with pytest.raises(StoreURLError):
+            register_store(bad, opener)
+
+
+def test_stores_know_their_url_and_reopen_by_it(tmp_path):
+    from flexamem_core.stores import InMemoryStore, store_url
+
+    path = tmp_path / "dir with space" / "m.db"
+    path.parent.mkdir()
+    sqlite = SQLiteStore(path)
+    sqlite.write_unit("ns", *make_chain("u", 1)[0])
+    url = store_url(sqlite)
+    assert url.startswith("sqlite:////") and "%20" in url
+    assert len(open_store(url).notes("ns")) == 1
+    memory = InMemoryStore()
+    memory.write_unit("ns", *make_chain("m", 1)[0])
+    assert open_store(store_url(memory)) is memory  # the live object, in this process
+    assert open_store("memory://never-seen").notes("ns") == []  # elsewhere: the same URL, empty
+    assert open_store("memory://") is not open_store("memory://")
+    with pytest.raises(StoreURLError, match="has no URL"):
+        store_url(object())
