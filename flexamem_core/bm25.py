@@ -167,7 +167,7 @@ class BM25Index:
             self._pending_lengths.append(len(words))
             self._total += len(words)
             for term, tf in Counter(words).items():
-                p = self._postings.get(term) or self._term(term, create=True)
+                p = self._term(term, create=True)
                 assert p is not None
                 p.pending_docs.append(doc)
                 p.pending_tfs.append(tf)

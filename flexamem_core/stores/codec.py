@@ -33,13 +33,9 @@ def dumps(value: Any) -> str:
     with a key that looks like a marker, as ``{"$flexamem_map16": [[key, value], ...]}``).
     """
     text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return json.dumps(_tagged(value), ensure_ascii=False, separators=(",", ":"))
-    if _STR32 in text or _MAP16 in text:  # a user's own marker-like key: tag so it reads back as given
-        return json.dumps(_tagged(value), ensure_ascii=False, separators=(",", ":"))
-    return text
+    if _encodable(text) and _STR32 not in text and _MAP16 not in text:  # marker-like text is tagged too
+        return text
+    return json.dumps(_tagged(value), ensure_ascii=False, separators=(",", ":"))
 
 
 def _encodable(text: str) -> bool:
