@@ -21,6 +21,7 @@ from tqdm import tqdm
 
 from .config import FlexAMemConfig
 from .demo_data import agent_history, conversation_history, conversation_questions
+from .host.marker import is_marked
 from .memory import FlexAMem
 from .messages import message_text
 from .render import Rendered
@@ -64,7 +65,7 @@ def _table(title: str, history_tokens: int, shown: list[Shown]) -> Table:
 def _print_full(console: Console, s: Shown) -> None:
     console.rule(f"{s.history} at budget {s.budget:,}: {s.rendered.tokens:,} tokens sent")
     for m in s.rendered.messages:
-        tag = " [FlexA-Mem memory]" if m.metadata.get("flexamem") == "memory" else ""
+        tag = " [FlexA-Mem memory]" if is_marked(m.metadata) else ""
         console.print(f"--- {m.role}{tag}", markup=False, highlight=False)
         console.print(message_text(m), markup=False, highlight=False)
 

@@ -38,8 +38,53 @@ def top_k(values: np.ndarray, k: int) -> np.ndarray:
     return idx[np.lexsort((idx, -values[idx]))][:k]
 
 
+class _Rows:
+    """A float32 matrix that grows by rows (capacity doubles); ``view`` is the filled part."""
+
+    __slots__ = ("_data", "_n")
+
+    def __init__(self, dim: int, capacity: int = 64) -> None:
+        self._data = np.zeros((max(1, capacity), dim), dtype=np.float32)
+        self._n = 0
+
+    @classmethod
+    def of(cls, rows: np.ndarray) -> _Rows:
+        out = cls(rows.shape[1], len(rows) + len(rows) // 2 + 64)
+        out._data[: len(rows)] = rows
+        out._n = len(rows)
+        return out
+
+    @property
+    def dim(self) -> int:
+        return int(self._data.shape[1])
+
+    def extend(self, rows: np.ndarray) -> None:
+        if len(rows) == 0:
+            return
+        if rows.shape[1] != self.dim:
+            if self._n:
+                raise ValueError(f"piece vector dimension {rows.shape[1]} != index dimension {self.dim}")
+            self._data = np.zeros((max(64, 2 * len(rows)), rows.shape[1]), dtype=np.float32)
+        need = self._n + len(rows)
+        if need > len(self._data):
+            grown = np.zeros((max(need, 2 * len(self._data)), self.dim), dtype=np.float32)
+            grown[: self._n] = self._data[: self._n]
+            self._data = grown
+        self._data[self._n:need] = rows
+        self._n = need
+
+    @property
+    def view(self) -> np.ndarray:
+        return self._data[: self._n]
+
+
 class NamespaceIndex:
-    """Vectors, link graph and BM25 postings for one namespace of a store."""
+    """Vectors, link graph and BM25 postings for one namespace of a store.
+
+    Piece vectors are one float32 matrix, a row per piece document: the piece's own vector
+    (stored with it when its unit was written), or its note's vector for a piece stored
+    without one (an older store, or ``piece_vectors=False``).
+    """
 
     def __init__(self, store: Store, namespace: str, k1: float = 1.2, b: float = 0.75,
                  dim: int = 384) -> None:
@@ -56,6 +101,9 @@ class NamespaceIndex:
         self._doc_tokens = GrowableArray(np.int64)
         #: Position (in ``notes``) of the unit of every piece document.
         self._doc_note = GrowableArray(np.int64)
+        self._piece_vectors = _Rows(dim)
+        #: Piece documents that carry their own vector (the others use their note's).
+        self.own_piece_vectors = 0
         self.unit_docs: dict[str, range] = {}
         self.merged: dict[str, MergedRecord] = {}
         #: Timeline items already built, keyed by (start, end, last unit key[, writer]).
@@ -95,7 +143,9 @@ class NamespaceIndex:
             return 0
         covered = int(arrays["covers"])
         counts = arrays["piece_counts"].astype(np.int64)
-        if len(counts) != covered or int(counts.sum()) != len(arrays["bm25_lengths"]):
+        n_docs = len(arrays["bm25_lengths"])
+        if len(counts) != covered or int(counts.sum()) != n_docs or "piece_vectors" not in arrays \
+                or arrays["piece_vectors"].ndim != 2 or len(arrays["piece_vectors"]) != n_docs:
             return 0
         self._add_notes(notes[:covered])
         self.bm25 = BM25Index.restore(arrays, self.bm25.k1, self.bm25.b)
@@ -106,6 +156,8 @@ class NamespaceIndex:
         self.doc_piece = arrays["doc_piece"].tolist()
         self._doc_tokens = GrowableArray.of(arrays["doc_tokens"], np.int64)
         self._doc_note = GrowableArray.of(np.repeat(np.arange(covered), counts), np.int64)
+        self._piece_vectors = _Rows.of(arrays["piece_vectors"].astype(np.float32, copy=False))
+        self.own_piece_vectors = int(arrays["own_piece_vectors"]) if "own_piece_vectors" in arrays else 0
         self.saved_covers = covered
         if "line_tokenizer" not in arrays:
             return covered
@@ -163,6 +215,8 @@ class NamespaceIndex:
                                             dtype=np.int32)
         arrays["doc_piece"] = np.asarray(self.doc_piece, dtype=np.int32)
         arrays["doc_tokens"] = self._doc_tokens.view.astype(np.int32)
+        arrays["piece_vectors"] = self._piece_vectors.view
+        arrays["own_piece_vectors"] = np.int64(self.own_piece_vectors)
         self.store.put_index_snapshot(self.namespace,
                                       snapshot.encode(arrays, [n.unit_key for n in self.notes]))
         self.saved_covers = len(self.notes)
@@ -216,6 +270,13 @@ class NamespaceIndex:
         self.doc_piece.extend(p.index for p in pieces)
         self._doc_tokens.extend(p.tokens for p in pieces)
         self._doc_note.extend(self.position[note.unit_key] for _ in pieces)
+        if pieces:
+            unit_vec = self._vectors[self.position[note.unit_key]]
+            own = [p.embedding is not None for p in pieces]
+            self.own_piece_vectors += sum(own)
+            self._piece_vectors.extend(np.stack([
+                np.asarray(p.embedding, dtype=np.float32).reshape(-1) if has else unit_vec
+                for p, has in zip(pieces, own)]))
 
     @property
     def vectors(self) -> np.ndarray:
@@ -257,10 +318,17 @@ class NamespaceIndex:
         """Position in ``notes`` of the unit of every piece document."""
         return self._doc_note.view
 
-    def piece_cosines(self, docs: Sequence[int], q_vec: np.ndarray) -> np.ndarray:
-        """Cosine of each piece's unit (its stored note vector) with the query: no model call."""
-        rows = self.doc_note_array()[np.asarray(docs, dtype=np.int64)]
-        return self.vectors[rows] @ q_vec
+    @property
+    def piece_vectors(self) -> np.ndarray:
+        """One row per piece document: its own vector, or its note's (see the class)."""
+        return self._piece_vectors.view
+
+    def piece_cosines(self, docs: Sequence[int] | np.ndarray | None, q_vec: np.ndarray) -> np.ndarray:
+        """Cosine of each piece document (all of them with ``docs=None``) with the query, from
+        the stored vectors: no model call."""
+        if docs is None:
+            return self.piece_vectors @ q_vec
+        return self.piece_vectors[np.asarray(docs, dtype=np.int64)] @ q_vec
 
     def get_merged(self, key: str) -> MergedRecord | None:
         found = self.merged.get(key)

@@ -14,18 +14,19 @@ import math
 import operator
 import threading
 from bisect import bisect_left
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from .auto import auto_plan
 from .bm25 import content_words
 from .config import FlexAMemConfig
 from .embeddings import default_embedder, normalize
 from .index import NamespaceIndex
 from .index_snapshot import NamespaceVersions
-from .logs import logged_render
+from .logs import logged_render, warn_once
 from .messages import Message, MessageError, as_messages, quick_fingerprint
 from .notes import NoteWriter
 from .prompt_cache import common_prefix_tokens
@@ -37,6 +38,7 @@ from .recovery import (
     MEMORY_OPEN,
     MemoryRender,
     candidates,
+    excerpt_scores,
     focus_first,
     piece_recovery,
     unit_recovery,
@@ -48,6 +50,7 @@ from .render import (
     Rendered,
     count_messages,
     exceeds,
+    fit_fixed,
     fit_messages,
     memory_message,
     recent_window,
@@ -334,21 +337,23 @@ class FlexAMem:
             if not exceeds(msgs, self.tokenizer, cfg.effective_budget, extra_tokens):
                 self._sync(space, namespace, layout.body, False)
                 passed = passthrough(msgs, cfg, self.tokenizer, extra_tokens)
-            if passed is not None:
-                rendered = passed
-            elif not stable:
-                rendered = self._render(space, namespace, cfg, layout, query, extra_tokens)
-            else:
+
+            def attempt(fitted: Layout) -> Rendered:
+                if not stable:
+                    return self._render(space, namespace, cfg, fitted, query, extra_tokens)
                 extended = None
                 if grown:
                     assert previous is not None
-                    synced = self._sync(space, namespace, layout.body, False)
-                    extended = extend_memory(self, space, previous, layout, cfg, extra_tokens, synced)
+                    synced = self._sync(space, namespace, fitted.body, False)
+                    extended = extend_memory(self, space, previous, fitted, cfg, extra_tokens, synced)
                 # A thread followed call by call leaves room to append; a first render (a
                 # one-off call, or the first after a restart) has no previous request to keep.
-                rendered = extended or (
-                    self._render_stable(space, namespace, cfg, layout, query, extra_tokens) if previous
-                    else self._render(space, namespace, cfg, layout, query, extra_tokens, stable=True))
+                return extended or (
+                    self._render_stable(space, namespace, cfg, fitted, query, extra_tokens) if previous
+                    else self._render(space, namespace, cfg, fitted, query, extra_tokens, stable=True))
+
+            rendered = passed if passed is not None else self._render_fitted(layout, cfg, extra_tokens, namespace,
+                                                                              attempt)
             if stable:
                 prefix = common_prefix_tokens(previous.messages, rendered.messages, self.tokenizer) \
                     if previous is not None else 0
@@ -358,6 +363,40 @@ class FlexAMem:
             if stable:
                 space.sent = SentRequest.of(cfg.budget, extra_tokens, query, msgs, rendered)
             return rendered
+
+    def _fit_fixed(self, layout: Layout, cfg: FlexAMemConfig, extra_tokens: int, namespace: str,
+                   limit: int | None = None) -> tuple[Layout, int]:
+        """The task (agents) or current turn (readers) cut, with the mark, to ``limit``: by default
+        ``B_bar`` less the recent window's share (``window_share * B``, so the steps after it keep
+        room), the system prompt and ``extra_tokens`` counted in it. One WARNING per namespace."""
+        if limit is None:
+            limit = cfg.effective_budget - int(cfg.window_share * cfg.budget)
+        fitted, n_cut = fit_fixed(layout, limit, self.tokenizer, extra_tokens)
+        if n_cut:
+            part = "task" if layout.task else "current turn"
+            warn_once(f"fixed-cut:{namespace}",
+                      "render %s: the %s (%d tokens) is larger than the room the budget %d leaves it; "
+                      "it is cut in the middle with a visible mark (the store keeps it whole)", namespace, part,
+                      count_messages(list(layout.task or layout.current), self.tokenizer), cfg.budget)
+        return fitted, n_cut
+
+    def _render_fitted(self, layout: Layout, cfg: FlexAMemConfig, extra_tokens: int, namespace: str,
+                       attempt: Callable[[Layout], Rendered]) -> Rendered:
+        """``attempt`` on the layout with its task or current turn fitted (:meth:`_fit_fixed`); when
+        even then the newest step cannot fit, once more with that part cut to its marks. The
+        report's ``task_cut_messages`` counts the messages cut."""
+        fitted, n_cut = self._fit_fixed(layout, cfg, extra_tokens, namespace)
+        try:
+            rendered = attempt(fitted)
+        except BudgetError:
+            bones, n_bones = self._fit_fixed(layout, cfg, extra_tokens, namespace, limit=0)
+            tk = self.tokenizer
+            if not n_bones or count_messages([*bones.fixed, *bones.current], tk) >= \
+                    count_messages([*fitted.fixed, *fitted.current], tk):
+                raise
+            rendered, n_cut = attempt(bones), n_bones
+        rendered.report["task_cut_messages"] = n_cut
+        return rendered
 
     def _render_stable(self, space: _Namespace, namespace: str, cfg: FlexAMemConfig, layout: Layout,
                        query: str | None, extra_tokens: int) -> Rendered:
@@ -403,7 +442,9 @@ class FlexAMem:
             space = self._space(namespace)
             units = self._stored_chain(space, namespace)
             layout = Layout(msgs[0] if system_prompt else None, (), (), (msgs[-1],))
-            rendered = self._render(space, namespace, cfg, layout, None, 0, units=units)
+            rendered = self._render_fitted(layout, cfg, 0, namespace,
+                                           lambda fitted: self._render(space, namespace, cfg, fitted, None, 0,
+                                                                       units=units))
             rendered.report["newest_step"] = step_status(rendered.messages, msgs, "reader")
             return rendered
 
@@ -441,7 +482,8 @@ class FlexAMem:
         if fixed_tokens > b_bar:
             raise BudgetError(
                 f"budget {cfg.budget} (usable {b_bar}) is too small for the fixed prompt "
-                f"({fixed_tokens} tokens: system prompt, task or current turn, tool schemas)")
+                f"({fixed_tokens} tokens: system prompt, tool schemas, and the task or current turn "
+                "cut down to its marks)")
         # Recent window (agents): the longest run of newest units within window_share * B.
         window_units: list[Unit | PackedUnit] = []
         if kind == "agent":
@@ -519,6 +561,8 @@ class FlexAMem:
             "llm_calls": mem.llm_calls if mem else 0,
             "recovered_dropped": mem.dropped if mem else 0,
         }
+        if cfg.mode == "auto":
+            report["auto"] = mem.auto if mem else {"recovery": "none", "why": "no old units to remember"}
         return Rendered(messages, mem.text if mem and mem.tokens <= allowance else None, tokens, report)
 
     def _fit_tail(self, pinned: list[Message], window: list[Message], room: int, pinned_cap: int,
@@ -633,7 +677,13 @@ class FlexAMem:
             return None
         q_vec, excerpt_query, piece_query = self._queries(cfg, layout, window_units, query)
         size_mem = size_allowance - wrapper
-        if cfg.mode == "unit":
+        auto = None
+        if cfg.mode == "auto":
+            question = cfg.history == "reader" or bool(layout.current)
+            auto = auto_plan(notes, index, cfg, tk, a_mem, size_mem, allowance, q_vec, excerpt_query, piece_query,
+                             question, "" if question else self._focus(cfg, window_units, query), stable)
+            target, room_for, recover = auto.target, auto.room_for, auto.recover
+        elif cfg.mode == "unit":
             cands = candidates(q_vec, notes, index, cfg, piece_query) if cfg.recovery else []
             focus = self._focus(cfg, window_units, query) if cfg.history == "agent" and not layout.current else ""
             if cands and focus and not cfg.random_candidates:  # what was asked: its best match first
@@ -645,7 +695,7 @@ class FlexAMem:
             # request keeps its trace: it only hides what cannot fit.
             room_for = max(cfg.timeline_share * a_mem, a_mem - d) if a_mem < size_mem and not stable else None
             ranges = [index.unit_docs.get(notes[c.pos].unit_key, range(0)) for c in cands]
-            scores = index.bm25.scores_in(content_words(excerpt_query), ranges)
+            scores = excerpt_scores(index, ranges, excerpt_query, q_vec, cfg)
 
             def recover(timeline: Timeline) -> MemoryRender:
                 return unit_recovery(notes, timeline, cands, a_mem - timeline.total, allowance, index, cfg,
@@ -656,7 +706,7 @@ class FlexAMem:
 
             def recover(timeline: Timeline) -> MemoryRender:
                 room = a_mem - timeline.total
-                return piece_recovery(notes, timeline, piece_query, q_vec, room, allowance, index, tk) \
+                return piece_recovery(notes, timeline, piece_query, q_vec, room, allowance, index, tk, cfg) \
                     if cfg.recovery else \
                     unit_recovery(notes, timeline, [], room, allowance, index, cfg, tk, np.zeros(0))
         timeline = self._fitted_timeline(space, cfg, notes, target, a_mem, room_for)
@@ -673,6 +723,8 @@ class FlexAMem:
                 if mem.tokens <= again.tokens <= allowance:
                     mem = again
         mem.llm_calls += calls
+        if auto is not None:
+            mem.auto = auto.report
         return mem
 
     def _fitted_timeline(self, space: _Namespace, cfg: FlexAMemConfig, notes: Sequence[Note], target: float,

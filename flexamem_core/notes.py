@@ -1,5 +1,9 @@
 """Writing a note once per unit: record and fields, embedding, links, pieces.
 
+With ``piece_vectors`` (the default) every piece is embedded too, in the same embedding
+call as the notes of its batch, and stored with its vector; a render then ranks pieces by
+cosine without any model call but the query's.
+
 ``e_i = phi(s_i || f_i)``; the links are the ``links_per_note`` earlier notes with the
 highest cosine to ``e_i`` (both directions are followed at read time, so an earlier
 note never has to be rewritten to point forward).
@@ -7,7 +11,10 @@ note never has to be rewritten to point forward).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
+
+import numpy as np
 
 from .config import FlexAMemConfig
 from .index import NamespaceIndex
@@ -42,9 +49,14 @@ class NoteWriter:
                      progress: object | None) -> int:
         written = [self.writer.write(u) for u in todo]
         texts = [f"{w.record}\n" + _fields(w.keywords, w.tags, w.description) for w in written]
-        vectors = self.embedder.embed(texts)
+        cut = [cut_pieces(u.key, unit_blocks(u), self.tokenizer, self.config.piece_tokens) for u in todo]
+        if self.config.piece_vectors:  # one embedding call for the notes and all their pieces
+            texts += [p.text for plist in cut for p in plist]
+        embedded = self.embedder.embed(texts)
+        vectors = embedded[:len(todo)]
+        at = len(todo)
         new = 0
-        for unit, rec, vec in zip(todo, written, vectors):
+        for unit, rec, vec, plist in zip(todo, written, vectors, cut):
             links = tuple(index.nearest(vec, self.config.links_per_note))
             note = Note(unit_key=unit.key, record=rec.record,
                         record_tokens=self.tokenizer.count(rec.record), keywords=rec.keywords,
@@ -53,8 +65,11 @@ class NoteWriter:
                         last_step=next_step(unit) - 1, label=unit_label(unit),
                         writer=rec.writer, llm_calls=rec.llm_calls, messages=len(unit.messages),
                         digest=messages_digest(unit.messages, unit.kind))
-            pieces: list[Piece] = cut_pieces(unit.key, unit_blocks(unit), self.tokenizer,
-                                             self.config.piece_tokens)
+            pieces: list[Piece] = plist
+            if self.config.piece_vectors:
+                pieces = [dataclasses.replace(p, embedding=np.array(embedded[at + i], dtype=np.float32))
+                          for i, p in enumerate(plist)]
+                at += len(plist)
             if store.write_unit(index.namespace, unit, note, pieces):
                 new += 1
             index.add(note, pieces)

@@ -3,7 +3,7 @@
 Providers bill a request prefix they have seen before at a fraction of the input price. The
 cached part of a request is its longest common token prefix with the previous request of
 the same thread, counted the way :func:`flexamem_core.render.count_messages` counts a
-request (per message: ``PER_MESSAGE`` format tokens, then the text), so the cached part of
+request (per message: ``PER_MESSAGE`` format tokens, then the message as sent), so the cached part of
 a request is never more than its count. A message's format tokens are reused only when
 its role is the same as the previous request's message at that place.
 
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from .messages import Message, message_text
 from .protocols import Tokenizer
-from .render import PER_MESSAGE, PER_REQUEST, count_messages
+from .render import PER_MESSAGE, PER_REQUEST, count_messages, message_tokens
 
 CACHED_PRICE = 0.1
 NEW_PRICE = 1.25
@@ -47,8 +47,8 @@ def common_prefix_tokens(previous: Sequence[Message], current: Sequence[Message]
         if a.role != b.role:
             return cached
         ta, tb = message_text(a), message_text(b)
-        if ta == tb:
-            cached += PER_MESSAGE + tokenizer.count(tb)
+        if ta == tb and (a.tool_call_id, a.name) == (b.tool_call_id, b.name):
+            cached += message_tokens(b, tokenizer)
             continue
         cached += PER_MESSAGE
         ea, eb = _encode(tokenizer, ta), _encode(tokenizer, tb)

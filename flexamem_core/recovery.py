@@ -20,6 +20,7 @@ import numpy as np
 
 from .bm25 import content_words
 from .config import FlexAMemConfig
+from .fusion import fused_over, ranks
 from .index import NamespaceIndex, top_k
 from .protocols import Tokenizer
 from .schema import Note, Piece
@@ -63,6 +64,11 @@ class MemoryRender:
     llm_calls: int = 0
     #: Recovered elements chosen but dropped by the final shrink loop (framing underestimated).
     dropped: int = 0
+    #: Piece recovery: the tokens the chosen pieces were charged before choosing (their own
+    #: and their framing: lines, marks, labels, headers), to compare with what was shown.
+    charged: int = 0
+    #: ``mode="auto"``: what the rule chose for this call and why (``report["auto"]``).
+    auto: dict[str, Any] | None = None
 
 
 class _Prefix:
@@ -92,12 +98,15 @@ def candidates(q_vec: np.ndarray, notes: Sequence[Note], index: NamespaceIndex,
         return [Candidate(p, 0.0, "random") for p in order]
     if index.is_prefix(notes[0].unit_key, notes[-1].unit_key, n):
         # The usual case: the old units are the first n notes written (positions only increase).
+        rows = np.arange(n, dtype=np.int64)
         cos = index.vectors[:n] @ q_vec
         pos_of: dict[str, int] | _Prefix = _Prefix(index.position, n)
     else:
         rows = np.fromiter((index.position[nt.unit_key] for nt in notes), dtype=np.int64, count=n)
         cos = index.vectors[rows] @ q_vec
         pos_of = {nt.unit_key: p for p, nt in enumerate(notes)}
+    if cfg.fused_seeds and cfg.fusion != "bm25":
+        cos = _fused_units(cos, _best_piece_scores(notes, rows, index, query_text, q_vec, cfg), cfg)
     seeds = top_k(cos, cfg.seeds)
     best: dict[int, tuple[float, str]] = {}
 
@@ -116,6 +125,50 @@ def candidates(q_vec: np.ndarray, notes: Sequence[Note], index: NamespaceIndex,
             if 0 <= nb < n:
                 reach(nb, cfg.link_discount * c, "time neighbour")
     return [Candidate(p, sc, why) for p, (sc, why) in sorted(best.items(), key=lambda kv: (-kv[1][0], kv[0]))]
+
+
+def _best_piece_scores(notes: Sequence[Note], rows: np.ndarray, index: NamespaceIndex, query_text: str,
+                       q_vec: np.ndarray, cfg: FlexAMemConfig) -> np.ndarray:
+    """Per old unit, the fused score (BM25 with ``query_text`` and cosine with ``q_vec``) of its
+    best piece; -inf for a unit without pieces."""
+    n_docs = len(index.doc_unit)
+    best = np.full(len(notes), -np.inf)
+    if n_docs == 0:
+        return best
+    bm25 = index.bm25.scores(content_words(query_text))
+    docs = np.flatnonzero(_old_docs(notes, index, n_docs))
+    if len(docs) == 0:
+        return best
+    fused = fused_over(docs, bm25, q_vec, index.piece_cosines, cfg, n_docs)
+    to_old = np.full(len(index.notes), -1, dtype=np.int64)
+    to_old[rows] = np.arange(len(notes))
+    owner = to_old[index.doc_note_array()[docs]]
+    np.maximum.at(best, owner, fused[docs])
+    return best
+
+
+def _fused_units(note_cos: np.ndarray, best_piece: np.ndarray, cfg: FlexAMemConfig) -> np.ndarray:
+    """Seed scores: the note cosine ranking and the best-piece ranking of the units, fused by
+    reciprocal ranks (weight ``fusion_weight`` on the pieces)."""
+    w = cfg.fusion_weight
+    out = (1.0 - w) / (cfg.fusion_k + ranks(note_cos))
+    has = np.isfinite(best_piece)
+    if has.any():
+        out[has] += w / (cfg.fusion_k + ranks(best_piece[has]))
+    return out
+
+
+def excerpt_scores(index: NamespaceIndex, ranges: Sequence[range], query_text: str, q_vec: np.ndarray,
+                   cfg: FlexAMemConfig) -> np.ndarray:
+    """Scores (dense over all piece documents, 0 outside ``ranges``) that rank the excerpt
+    pieces of the candidate units: BM25 for ``query_text``, fused with the stored piece
+    cosines unless ``fused_excerpts`` is off (then only BM25 matches are excerpted)."""
+    bm25 = index.bm25.scores_in(content_words(query_text), ranges)
+    if not cfg.fused_excerpts or cfg.fusion == "bm25":
+        return bm25
+    docs = np.unique(np.concatenate([np.arange(r.start, r.stop) for r in ranges if len(r)] or
+                                    [np.zeros(0, dtype=np.int64)])).astype(np.int64)
+    return fused_over(docs, bm25, q_vec, index.piece_cosines, cfg, len(bm25))
 
 
 def focus_first(cands: Sequence[Candidate], notes: Sequence[Note], index: NamespaceIndex,
@@ -377,20 +430,50 @@ def _old_docs(notes: Sequence[Note], index: NamespaceIndex, n_docs: int) -> np.n
 
 
 def piece_recovery(notes: Sequence[Note], timeline: Timeline, query_text: str, q_vec: np.ndarray,
-                   room: int, allowance: int, index: NamespaceIndex, tokenizer: Tokenizer) -> MemoryRender:
-    """The best BM25 pieces of all old units that fit, shown after the timeline.
+                   room: int, allowance: int, index: NamespaceIndex, tokenizer: Tokenizer,
+                   cfg: FlexAMemConfig | None = None, first: Sequence[int] = ()) -> MemoryRender:
+    """The best pieces of all old units that fit, shown after the timeline.
 
-    Ties are ordered by the cosine of each piece's unit vector (stored with its note) with
-    the query: a render never calls the embedding model for pieces.
+    ``first``: piece documents taken before the ranked ones, in order, while they fit, with
+    their framing counted (``mode="auto"``: all pieces of a unit, i.e. the unit whole, or of
+    whole turns).
+
+    Pieces are ranked by BM25 and by the cosine of their stored vectors with the query,
+    fused (``fusion``; ``cfg=None`` is the default config): a render never calls the
+    embedding model for pieces. Chosen pieces are shown in time order, one header per run
+    of units with the same label (a conversation's date, an agent's steps).
     """
+    cfg = cfg or FlexAMemConfig()
     store, ns = index.store, index.namespace
-    scores = index.bm25.scores(content_words(query_text))
-    hits = np.flatnonzero((scores > 0) & _old_docs(notes, index, len(scores)))
+    bm25 = index.bm25.scores(content_words(query_text))
+    old = _old_docs(notes, index, len(bm25))
+    if cfg.fusion == "bm25":
+        scores = bm25
+        hits = np.flatnonzero((bm25 > 0) & old)
+    else:
+        hits = np.flatnonzero(old)
+        scores = fused_over(hits, bm25, q_vec, index.piece_cosines, cfg, len(bm25))
     tokens = index.doc_tokens_array()
     pos_of = {nt.unit_key: p for p, nt in enumerate(notes)}
-    framing = _Framing(index, notes, pos_of, tokenizer)
-    chosen = select_pieces(hits, scores, tokens, room, lambda run: index.piece_cosines(run, q_vec), framing)
     cache: dict[str, list[Piece]] = {}
+
+    def pieces_of(key: str) -> list[Piece]:
+        if key not in cache:
+            cache[key] = store.pieces(ns, key)
+        return cache[key]
+
+    framing = _Framing(index, notes, pos_of, tokenizer, pieces_of)
+    forced: list[int] = []
+    for d in first:
+        cost = int(tokens[d]) + framing.cost(d)
+        if cost > room:
+            break  # what is taken stays one contiguous run
+        forced.append(d)
+        room -= cost
+        framing.take(d, cost)
+    if forced:
+        hits = hits[~np.isin(hits, forced)]
+    chosen = forced + select_pieces(hits, scores, tokens, room, lambda run: index.piece_cosines(run, q_vec), framing)
     raws: dict[str, str] = {}
 
     def raw_of(key: str) -> str:
@@ -405,12 +488,18 @@ def piece_recovery(notes: Sequence[Note], timeline: Timeline, query_text: str, q
         for e in kept:
             by_unit.setdefault(e.pos, []).append(int(e.text))
         out = [PIECES_HEADER]
+        label = None
         for pos in sorted(by_unit):
             key = notes[pos].unit_key
-            plist = cache.setdefault(key, store.pieces(ns, key))
+            plist = pieces_of(key)
             ps = sorted((plist[index.doc_piece[d]] for d in by_unit[pos]), key=lambda p: p.index)
-            out.append(f"== [{notes[pos].label}] ==")
-            out.append(verbatim_join(ps, plist, lambda k=key: raw_of(k)))
+            joined = verbatim_join(ps, plist, lambda k=key: raw_of(k))
+            if notes[pos].label != label:
+                label = notes[pos].label
+                out.append(group_header(label))
+            elif out[-1].endswith("\n...") and joined.startswith("..."):
+                joined = joined[4:]  # one mark between two units of one group, not two
+            out.append(joined)
         return "\n".join(out)
 
     # Elements carry the doc number in ``text``; the tail renders them grouped by unit.
@@ -431,39 +520,75 @@ def piece_recovery(notes: Sequence[Note], timeline: Timeline, query_text: str, q
             text, n, kept = shrink(assembler, elements, allowance, tail)
     spent = {"timeline": timeline.total, "raw": 0, "excerpt": 0, "pieces": max(0, n - timeline.total)}
     pieces = [{"unit": notes[e.pos].unit_key, "piece": index.doc_piece[int(e.text)],
-               "score": round(float(scores[int(e.text)]), 4), "rank": e.rank} for e in kept]
+               "score": round(float(scores[int(e.text)]), 6), "bm25": round(float(bm25[int(e.text)]), 4),
+               "rank": e.rank} for e in kept]
     counts: dict[int, int] = {}
     for e in kept:
         counts[e.pos] = counts.get(e.pos, 0) + 1
     reports = _unit_reports(notes, timeline, {}, {})
     for r in reports:
         r["pieces"] = counts.get(r["position"], 0)
-    return MemoryRender(text, n, spent, reports, pieces, dropped=len(chosen) - len(kept))
+    return MemoryRender(text, n, spent, reports, pieces, dropped=len(chosen) - len(kept), charged=framing.charged)
+
+
+def group_header(label: str) -> str:
+    """The line that opens the recovered pieces of a run of units sharing ``label``."""
+    return f"== [{label}] =="
 
 
 class _Framing:
-    """What a chosen piece costs beyond its own tokens, counted before choosing it: its line,
-    the '...' of a run that joins no chosen neighbour, its unit's header line when it is the
-    unit's first piece, and the pieces header for the first piece of all."""
+    """What a chosen piece costs beyond its own tokens, counted before choosing it: the
+    newline that joins it (or the '...' line before a run that does not open its unit: one
+    token with its newlines), and where it starts a run inside a turn or block, its label;
+    for the first piece of a unit, the '...' after its unit's text and, if no unit with its
+    label is shown yet, its group header; for the first piece of all, the pieces header.
+
+    An upper bound in practice: a later piece that joins two runs saves a mark and a label
+    it is not refunded (the exact count after choosing gives that room to the next pieces)."""
 
     def __init__(self, index: NamespaceIndex, notes: Sequence[Note], pos_of: dict[str, int],
-                 tokenizer: Tokenizer) -> None:
+                 tokenizer: Tokenizer, pieces_of: Callable[[str], list[Piece]] | None = None) -> None:
         self.index, self.notes, self.pos_of, self.tokenizer = index, notes, pos_of, tokenizer
+        self.pieces_of = pieces_of
         self.taken: set[int] = set()
         self.units: set[str] = set()
+        self.labels: set[str] = set()
         self.opening = tokenizer.count(PIECES_HEADER) + 1
+        self._counts: dict[str, int] = {}
+        #: What the pieces taken were charged in all (their tokens and framing).
+        self.charged = 0
+
+    def _count(self, text: str) -> int:
+        if text not in self._counts:
+            self._counts[text] = self.tokenizer.count(text)
+        return self._counts[text]
 
     def cost(self, d: int) -> int:
-        unit = self.index.doc_unit[d]
-        joined = any(n in self.taken and self.index.doc_unit[n] == unit for n in (d - 1, d + 1))
-        extra = 1 if joined else 3
+        index = self.index
+        unit = index.doc_unit[d]
+        joined = d - 1 in self.taken and index.doc_unit[d - 1] == unit
+        # The newline (or what separated it in the raw text) before it; for a run that does
+        # not open its unit, the '...' line before it: '\n...\n' is one token.
+        extra = 1
+        if not joined:
+            piece_no = index.doc_piece[d]
+            if self.pieces_of is not None:
+                piece = self.pieces_of(unit)[piece_no]
+                if not piece.starts_block:
+                    extra += self._count(f"[{piece.label}] ")
         if unit not in self.units:
-            extra += self.tokenizer.count(f"== [{self.notes[self.pos_of[unit]].label}] ==") + 1
+            extra += 1  # the '...' line after its unit's text, if its end is left out
+            label = self.notes[self.pos_of[unit]].label
+            if label not in self.labels:
+                extra += self._count(group_header(label)) + 1
         return extra + (self.opening if not self.taken else 0)
 
-    def take(self, d: int) -> None:
+    def take(self, d: int, charged: int = 0) -> None:
         self.taken.add(d)
-        self.units.add(self.index.doc_unit[d])
+        self.charged += charged
+        unit = self.index.doc_unit[d]
+        self.units.add(unit)
+        self.labels.add(self.notes[self.pos_of[unit]].label)
 
 
 class _PieceAssembler(Assembler):
@@ -511,7 +636,7 @@ def select_pieces(hits: Sequence[int] | np.ndarray, scores: np.ndarray, tokens: 
                 chosen.append(d)
                 room -= cost
                 if framing is not None:
-                    framing.take(d)
+                    framing.take(d, cost)
         i = j
     return chosen
 
@@ -538,5 +663,5 @@ def _unit_reports(notes: Sequence[Note], timeline: Timeline, kept: dict[int, Ele
         out[pos]["resolution"] = e.resolution
     for pos, c in why.items():
         out[pos]["why"] = c.why
-        out[pos]["score"] = round(c.score, 4)
+        out[pos]["score"] = round(c.score, 6)
     return out

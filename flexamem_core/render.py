@@ -14,19 +14,21 @@ from dataclasses import dataclass, field, replace
 from itertools import islice
 from typing import Any
 
-from .messages import Message, clean_text, message_text
+from .host.budget import BudgetError
+from .host.marker import MEMORY_ID, mark
+from .host.wire import tool_calls_json
+from .messages import Message, clean_text
 from .properties import one_system
 from .protocols import Tokenizer
+
+__all__ = ["MEMORY_ID", "PER_MESSAGE", "PER_REQUEST", "TRUNCATION_MARK", "BudgetError", "Layout", "Rendered",
+           "count_messages", "exceeds", "fit_fixed", "fit_messages", "memory_message", "message_tokens",
+           "middle_cut", "recent_window", "split_layout"]
 
 #: Tokens a chat format adds per message (role and separators), and once per request.
 PER_MESSAGE = 4
 PER_REQUEST = 3
-MEMORY_ID = "flexamem-memory"
 TRUNCATION_MARK = "\n[... {n} tokens of this output omitted by FlexA-Mem to fit the budget ...]\n"
-
-
-class BudgetError(ValueError):
-    """The budget cannot hold the fixed prompt (system prompt and task or question)."""
 
 
 @dataclass
@@ -40,12 +42,25 @@ class Rendered:
     passthrough: bool = False
 
 
+def message_tokens(message: Message, tokenizer: Tokenizer) -> int:
+    """Tokens of one message as the request carries it: the format's ``PER_MESSAGE``, its text,
+    its tool calls as the JSON sent (``function.arguments`` a JSON string inside it), and the
+    ``tool_call_id`` and ``name`` fields (a name costs one more token, as OpenAI counts it)."""
+    n = PER_MESSAGE + tokenizer.count(message.text)
+    if message.tool_calls:
+        n += tokenizer.count(tool_calls_json(message.tool_calls))
+    if message.tool_call_id:
+        n += tokenizer.count(clean_text(message.tool_call_id))
+    if message.name:
+        n += 1 + tokenizer.count(clean_text(message.name))
+    return n
+
+
 def count_messages(messages: Sequence[Message], tokenizer: Tokenizer, extra_tokens: int = 0) -> int:
-    """Tokens of a request: every message's text and tool calls, plus format overhead."""
+    """Tokens of a request: every message as sent (:func:`message_tokens`), plus the request's own."""
     if not messages:
         return extra_tokens
-    return PER_REQUEST + extra_tokens + sum(PER_MESSAGE + tokenizer.count(message_text(m))
-                                            for m in messages)
+    return PER_REQUEST + extra_tokens + sum(message_tokens(m, tokenizer) for m in messages)
 
 
 def exceeds(messages: Sequence[Message], tokenizer: Tokenizer, limit: int, extra_tokens: int = 0) -> bool:
@@ -53,7 +68,7 @@ def exceeds(messages: Sequence[Message], tokenizer: Tokenizer, limit: int, extra
     (so a long history below the budget is not re-counted in full on every call)."""
     total = PER_REQUEST + extra_tokens
     for m in reversed(messages):
-        total += PER_MESSAGE + tokenizer.count(message_text(m))
+        total += message_tokens(m, tokenizer)
         if total > limit:
             return True
     return False
@@ -145,6 +160,27 @@ def fit_messages(messages: Sequence[Message], room: int, tokenizer: Tokenizer,
     return msgs, cut
 
 
+def fit_fixed(layout: Layout, limit: int, tokenizer: Tokenizer, extra_tokens: int = 0) -> tuple[Layout, int]:
+    """The layout with its task (agents) or current turn (readers) cut to fit ``limit``.
+
+    The same rule as for any message larger than its room: the largest messages of that
+    part are cut in the middle with the visible mark, keeping head and tail, until the
+    fixed prompt (system message, that part, ``extra_tokens``) takes at most ``limit``
+    tokens. The system message is never cut; tool calls and ids are kept. Returns the
+    layout (the same object when it already fits) and how many messages were cut; the
+    caller checks that the cut part fits the budget (the marks take room too).
+    """
+    part = layout.task or layout.current
+    fixed = [*layout.fixed, *layout.current]
+    if not part or count_messages(fixed, tokenizer, extra_tokens) <= limit:
+        return layout, 0
+    prompt = count_messages([layout.system], tokenizer, extra_tokens) if layout.system else PER_REQUEST + extra_tokens
+    cut, n = fit_messages(part, limit - prompt, tokenizer, outputs_first=False)
+    if not n:
+        return layout, 0
+    return (replace(layout, task=tuple(cut)) if layout.task else replace(layout, current=tuple(cut))), n
+
+
 #: Texts this short are not cut (the mark alone is about 20 tokens).
 MIN_CUT_TOKENS = 48
 
@@ -189,4 +225,4 @@ def memory_message(text: str) -> Message:
 
     Its text is cleaned like everything sent (a record may quote a tool call's parsed
     arguments, lone surrogates included)."""
-    return Message(role="user", content=clean_text(text), id=MEMORY_ID, metadata={"flexamem": "memory"})
+    return Message(role="user", content=clean_text(text), id=MEMORY_ID, metadata=mark())

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .host.marker import is_marked
 from .messages import Message, message_text
 from .render import Rendered
 
@@ -62,7 +63,7 @@ def budget_split(report: Mapping[str, Any], tokens: int, budget: int, passthroug
 
 
 def _core_message(m: Message) -> SentMessage:
-    return SentMessage(m.role, message_text(m), m.metadata.get("flexamem") == "memory",
+    return SentMessage(m.role, message_text(m), is_marked(m.metadata),
                        bool(m.metadata.get("flexamem_truncated")),
                        f"tool result of {m.tool_call_id}" if m.tool_call_id else "")
 
@@ -77,7 +78,7 @@ def _host_message(sent: Mapping[str, Any], core: Mapping[str, Any] | None) -> Se
             parts.append(f"{key}: " + json.dumps(sent[key], ensure_ascii=False, indent=1, default=str))
     meta = (core or {}).get("metadata") or {}
     text = "\n".join(p for p in parts if p)
-    memory = meta.get("flexamem") == "memory" or text.startswith("<memory>")
+    memory = is_marked(meta) or is_marked(sent.get("extra")) or text.startswith("<memory>")
     note = f"tool result of {sent['tool_call_id']}" if sent.get("tool_call_id") else ""
     return SentMessage(str(sent.get("role") or sent.get("type") or "?"), text, memory,
                        bool(meta.get("flexamem_truncated")), note)

@@ -6,6 +6,7 @@ SQLite, PostgreSQL, Chroma, LangGraph BaseStore) stores exactly the same thing.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -58,7 +59,12 @@ class Unit:
 
 @dataclass(frozen=True)
 class Piece:
-    """A verbatim slice of a unit's raw text, cut at line breaks, inside one turn or block."""
+    """A verbatim slice of a unit's raw text, cut at line breaks, inside one turn or block.
+
+    ``embedding`` is the piece's own vector (``phi(text)``, computed once when its unit is
+    written, in the unit's batch), or None for a piece written without one (an older store,
+    or ``piece_vectors=False``): the index then uses its unit's note vector instead.
+    """
 
     unit_key: str
     index: int
@@ -67,17 +73,39 @@ class Piece:
     block: int
     starts_block: bool
     label: str
+    embedding: np.ndarray | None = field(default=None, compare=False, hash=False, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"unit_key": self.unit_key, "index": self.index, "text": self.text,
-                "tokens": self.tokens, "block": self.block, "starts_block": self.starts_block,
-                "label": self.label}
+        """JSON-ready; the vector, if any, as base64 of little-endian float32 (``vector``)."""
+        d: dict[str, Any] = {"unit_key": self.unit_key, "index": self.index, "text": self.text,
+                             "tokens": self.tokens, "block": self.block, "starts_block": self.starts_block,
+                             "label": self.label}
+        if self.embedding is not None:
+            d["vector"] = vector_b64(self.embedding)
+        return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Piece:
+        vec = d.get("vector")
         return cls(unit_key=d["unit_key"], index=int(d["index"]), text=d["text"],
                    tokens=int(d["tokens"]), block=int(d["block"]),
-                   starts_block=bool(d["starts_block"]), label=d["label"])
+                   starts_block=bool(d["starts_block"]), label=d["label"],
+                   embedding=vector_from_b64(vec) if vec is not None else None)
+
+
+_F32 = np.dtype("<f4")
+
+
+def vector_b64(vec: np.ndarray) -> str:
+    """A 1-d float32 vector as base64 text (exact, a third the size of a JSON float list)."""
+    arr = np.asarray(vec, dtype=_F32)
+    if arr.ndim != 1:
+        raise ValueError(f"a vector must be 1-d, got shape {arr.shape}")
+    return base64.b64encode(arr.tobytes()).decode("ascii")
+
+
+def vector_from_b64(text: str) -> np.ndarray:
+    return np.frombuffer(base64.b64decode(text), dtype=_F32).astype(np.float32)
 
 
 @dataclass(frozen=True)

@@ -7,27 +7,20 @@ so what passes through is what the provider accepts, and its count is of the cop
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .config import FlexAMemConfig
+from .host.budget import check_extra_tokens
 from .messages import Message
 from .properties import Enforced, apply_properties, no_inner_system
 from .protocols import Tokenizer
-from .render import BudgetError, Rendered, count_messages
+from .render import Rendered, count_messages
+
+__all__ = ["PINNED_MIN_TOKENS", "Part", "check_extra_tokens", "enforce_part", "passthrough"]
 
 #: The least a cut pinned user turn keeps (head, mark and tail).
 PINNED_MIN_TOKENS = 64
-
-
-def check_extra_tokens(extra_tokens: object) -> int:
-    """``extra_tokens`` as an int, or :class:`BudgetError` for a negative or non-integer value."""
-    if isinstance(extra_tokens, bool) or not isinstance(extra_tokens, numbers.Integral):
-        raise BudgetError(f"extra_tokens must be an int >= 0, not {type(extra_tokens).__name__}")
-    if extra_tokens < 0:
-        raise BudgetError(f"extra_tokens must be >= 0, got {extra_tokens}")
-    return int(extra_tokens)
 
 
 @dataclass(frozen=True)

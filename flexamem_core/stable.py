@@ -27,13 +27,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from .auto import agent_candidates
 from .bm25 import content_words
 from .config import FlexAMemConfig
-from .messages import Message, message_text, quick_fingerprint, same_prefix
+from .messages import Message, quick_fingerprint, same_prefix
 from .properties import apply_properties, sendable
 from .protocols import Tokenizer
-from .recovery import MEMORY_CLOSE, Element, candidates, fit_or_degrade
-from .render import PER_MESSAGE, Layout, Rendered, count_messages, memory_message
+from .recovery import MEMORY_CLOSE, Element, candidates, excerpt_scores, fit_or_degrade
+from .render import PER_MESSAGE, Layout, Rendered, count_messages, memory_message, message_tokens
 from .sendable_request import enforce_part
 from .timeline import record_line
 
@@ -115,7 +116,7 @@ def append_new(sent: SentRequest, history: list[Message], cfg: FlexAMemConfig, t
     if apply_properties([*history[sent.verbatim_from:len(sent.source)], *new]).repairs:
         return None  # the new messages must pair up as they are
     new = [sendable(m) for m in new]  # sent as counted: control characters and lone surrogates cleaned
-    tokens = sent.tokens + sum(PER_MESSAGE + tokenizer.count(message_text(m)) for m in new)
+    tokens = sent.tokens + sum(message_tokens(m, tokenizer) for m in new)
     if tokens > cfg.effective_budget:
         return None
     report = {**sent.report, "total_tokens": tokens, "llm_calls": 0,
@@ -179,8 +180,8 @@ def extend_memory(mem: FlexAMem, space: _Namespace, sent: SentRequest, layout: L
     rows.extend({"position": pos, "unit": units[pos].key, "label": index.note(units[pos].key).label,
                  "resolution": "record", "why": "left the window"} for pos in range(start, n_old))
     base = count_messages([*fixed, *pinned, *window], tk, extra_tokens) + PER_MESSAGE
-    details = _fresh_detail(mem, space, cfg, layout, all_units[n_old:], units[:n_old], rows,
-                            min(limit - base - mem_tokens, mem_cap - mem_tokens))
+    details, auto = _fresh_detail(mem, space, cfg, layout, all_units[n_old:], units[:n_old], rows,
+                                  min(limit - base - mem_tokens, mem_cap - mem_tokens))
     head += "".join(f"{line}\n" for line in lines)
     while True:
         text = head + "".join(f"{e.text}\n" for e in sorted(details, key=lambda e: e.pos)) + MEMORY_CLOSE
@@ -200,20 +201,41 @@ def extend_memory(mem: FlexAMem, space: _Namespace, sent: SentRequest, layout: L
               "unused_allowance": max(0, sent.report.get("allowance", 0) - tk.count(text)),
               "units": rows, "cache": {"step": "extend", "extended_units": n_old - start,
                                        "recovered_units": len(details)}}
+    if auto is not None:
+        report["auto"] = {**auto, "kept": len(details)}
     return Rendered(messages, text, tokens, report)
 
 
 def _fresh_detail(mem: FlexAMem, space: _Namespace, cfg: FlexAMemConfig, layout: Layout, window_units: Sequence[Any],
-                  old: Sequence[Any], rows: Sequence[dict[str, Any]], room: int) -> list[Element]:
+                  old: Sequence[Any], rows: Sequence[dict[str, Any]], room: int
+                  ) -> tuple[list[Element], dict[str, Any] | None]:
     """Recovered units for this call's query, for the memory's end: fit-or-degrade over the
-    candidates the memory does not show in detail yet, within ``room`` tokens."""
-    if room <= 0 or not cfg.recovery or cfg.mode != "unit" or not old:
-        return []
+    candidates the memory does not show in detail yet, within ``room`` tokens.
+
+    ``mode="auto"`` puts first the units its rule plans for an agent step (a focus match, a
+    concentrated match) and says so; returns the elements and that report (None otherwise)."""
+    auto = cfg.mode == "auto" and cfg.recovery and not cfg.random_candidates
+    if room <= 0 or not cfg.recovery or cfg.mode not in ("unit", "auto") or not old:
+        return [], ({"recovery": "trace", "why": "extend: no room for recovered detail"} if auto else None)
     index = space.index
     notes = index.notes_of([u.key for u in old])
     shown = {r["position"] for r in rows if r.get("resolution") in ("raw", "excerpt")}
     q_vec, excerpt_query, piece_query = mem._queries(cfg, layout, window_units, None)
-    cands = [c for c in candidates(q_vec, notes, index, cfg, piece_query) if c.pos not in shown]
+    report = None
+    focus = mem._focus(cfg, window_units, None) if auto else ""
+    if auto:
+        cands, planned, sig, need, excerpt = agent_candidates(notes, index, cfg, q_vec, excerpt_query, piece_query,
+                                                              focus, room, True, exclude=sorted(shown))
+        if excerpt != cfg.excerpt_tokens:
+            cfg = cfg.model_copy(update={"excerpt_tokens": excerpt})
+        report = {"recovery": "units" if planned else "trace", "planned": planned, "planned_tokens": need,
+                  "why": f"extend: the previous memory kept, the records of the units that left the window "
+                         f"added, then within the {room} tokens left the units planned (focus match, concentrated "
+                         "match), then the paper's candidates, by fit-or-degrade",
+                  "signals": sig.report()}
+    else:
+        cands = [c for c in candidates(q_vec, notes, index, cfg, piece_query) if c.pos not in shown]
     ranges = [index.unit_docs.get(notes[c.pos].unit_key, range(0)) for c in cands]
-    scores = index.bm25.scores_in(content_words(excerpt_query), ranges)
-    return fit_or_degrade(notes, cands, room, index, cfg, mem.tokenizer, scores, lambda pos: 0)
+    scores = excerpt_scores(index, ranges, focus or excerpt_query, q_vec, cfg) if auto else \
+        index.bm25.scores_in(content_words(excerpt_query), ranges)
+    return fit_or_degrade(notes, cands, room, index, cfg, mem.tokenizer, scores, lambda pos: 0), report

@@ -37,7 +37,11 @@ class TimelineItem:
 
 
 def record_line(note: Note) -> str:
-    return f"- [{note.label}] {note.record}" if note.label else f"- {note.record}"
+    """``- [label] record``; a record that already opens with its label (a conversation
+    record starts with its date) is not labelled twice."""
+    if not note.label or note.record.startswith(f"[{note.label}]"):
+        return f"- {note.record}"
+    return f"- [{note.label}] {note.record}"
 
 
 def merged_label(first: Note, last: Note) -> str:

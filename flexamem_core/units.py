@@ -95,14 +95,28 @@ def agent_blocks(messages: Sequence[Message], first_step: int) -> tuple[list[Blo
 
 
 def reader_blocks(messages: Sequence[Message]) -> list[Block]:
-    """Blocks of conversation turns, headed by date (when known) and speaker."""
+    """Blocks of conversation turns, headed by their speaker.
+
+    The date is said once: the unit's label carries its first date (``unit_label``), so a
+    turn's header names its date only where the date changes within the span (a session
+    has one date, so usually never). A per-turn date cost a conversation of short turns
+    about a third of its tokens, in every raw unit, excerpt and piece shown."""
     out = []
+    current = _first_date(messages)
     for m in messages:
         speaker = speaker_of(m)
         date = m.metadata.get("date") if m.metadata else None
-        header = f"[{date}] {speaker}:" if date else f"{speaker}:"
+        if date and date != current:
+            current = date
+            header = f"[{date}] {speaker}:"
+        else:
+            header = f"{speaker}:"
         out.append(Block(header=header, body=message_text(m), label=speaker))
     return out
+
+
+def _first_date(messages: Sequence[Message]) -> Any:
+    return next((m.metadata.get("date") for m in messages if m.metadata and m.metadata.get("date")), None)
 
 
 def split_steps(messages: Sequence[Message]) -> list[list[Message]]:
@@ -253,11 +267,10 @@ def next_step(unit: Unit) -> int:
 
 
 def unit_label(unit: Unit) -> str:
-    """How a unit is named in the memory: its steps, or its session date."""
+    """How a unit is named in the memory: its steps, or its date (else its session): a
+    session's own id says nothing to the model that its date does not, and costs tokens."""
     if unit.kind == "agent":
         last = next_step(unit) - 1
         return f"step {unit.first_step}" if last <= unit.first_step else f"steps {unit.first_step}-{last}"
-    date = next((m.metadata.get("date") for m in unit.messages if m.metadata and m.metadata.get("date")), None)
-    if date and unit.session:
-        return f"{date}, session {unit.session}"
+    date = _first_date(unit.messages)
     return str(date or (f"session {unit.session}" if unit.session else "conversation"))

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
+from pathlib import Path
 
 from .datasets import DATASETS, DatasetError
 from .evaluate import EvalError, evaluate_to_dir
@@ -28,19 +31,50 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, help="output folder for results.json/.md and plots")
     parser.add_argument("--dump", action="store_true", help="also write every rendered context to renders.jsonl")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    cache = parser.add_mutually_exclusive_group()
+    cache.add_argument("--embedding-cache", metavar="DIR", default=None,
+                       help=f"directory of the on-disk embedding cache (default: {_default_cache()})")
+    cache.add_argument("--no-embedding-cache", action="store_true",
+                       help="embed every text afresh, read and write no cache")
+
+
+def _default_cache() -> str:
+    from .embedding_cache import default_cache_dir
+
+    return str(default_cache_dir()).replace(str(Path.home()), "~", 1)
 
 
 def run(args: argparse.Namespace) -> int:
     if args.workers < 1 or (args.threads is not None and args.threads < 1):
         print("flexamem eval: error: --workers and --threads must be at least 1", file=sys.stderr)
         return 2
+    cache: str | bool = False if args.no_embedding_cache else (args.embedding_cache or True)
+    stats: dict = {"load_before": _load()}
     try:
         paths = evaluate_to_dir(args.dataset, args.data, budgets=args.budgets, methods=args.methods,
                                 out=args.out, limit=args.limit, workers=args.workers, dump=args.dump,
-                                progress=not args.quiet, threads=args.threads)
+                                progress=not args.quiet, threads=args.threads, embedding_cache=cache,
+                                stats=stats)
     except (DatasetError, EvalError) as exc:
         print(f"flexamem eval: error: {exc}", file=sys.stderr)
         return 2
-    for p in paths:
+    stats["load_after"] = _load()
+    run_path = Path(args.out) / "run.json"
+    run_path.write_text(json.dumps(stats, indent=1), encoding="utf-8")
+    for p in [*paths, run_path]:
         print(p)
+    for name, why in stats.get("skipped", {}).items():
+        print(f"flexamem eval: {name} skipped: {why}", file=sys.stderr)
+    print(f"flexamem eval: {stats['items']} items in {stats['seconds']:.0f} s; embeddings: "
+          f"{stats['embeddings_cached']:,} from the cache, {stats['embeddings_computed']:,} computed"
+          + (f" (cache {stats['embedding_cache']})" if stats["embedding_cache"] else " (no cache)"),
+          file=sys.stderr)
     return 0
+
+
+def _load() -> list[float] | None:
+    """The machine's 1, 5 and 15 minute load averages (what else was running), where known."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None

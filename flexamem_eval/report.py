@@ -146,12 +146,16 @@ def _table(header: Sequence[str], body: Iterable[Sequence[str]]) -> list[str]:
     return lines
 
 
-def markdown(rows: Sequence[dict[str, Any]], methods_order: Sequence[str] | None = None) -> str:
-    """Tables a person can read: per dataset and budget, one row per method."""
+def markdown(rows: Sequence[dict[str, Any]], methods_order: Sequence[str] | None = None,
+             notes: Sequence[str] = ()) -> str:
+    """Tables a person can read: per dataset and budget, one row per method; ``notes`` (e.g.
+    methods skipped and why) are listed under the introduction."""
     out: list[str] = ["# FlexA-Mem evaluation (no LLM)", "",
                       "Shares in %, tokens counted with the shared o200k counter, latencies in ms. "
                       "`amem` uses rule records (no LLM); `pamer` replaces the learned hidden-state "
                       "trigger with the 1,024-token threshold and writes rule summaries.", ""]
+    if notes:
+        out += [*(f"- {n}" for n in notes), ""]
     index = {(r["dataset"], r["method"], r["budget"], r["metric"]): r for r in rows}
     for dataset in dict.fromkeys(r["dataset"] for r in rows):
         drows = [r for r in rows if r["dataset"] == dataset]
@@ -190,14 +194,14 @@ def markdown(rows: Sequence[dict[str, Any]], methods_order: Sequence[str] | None
 
 
 def write_outputs(out_dir: Path, rows: Sequence[dict[str, Any]], methods_order: Sequence[str] = (),
-                  plots: bool = True) -> list[Path]:
+                  plots: bool = True, notes: Sequence[str] = ()) -> list[Path]:
     """``results.json``, ``results.md``, one PNG per metric and one of the prompt-cache
     measures (trajectories); returns the paths written."""
     out_dir.mkdir(parents=True, exist_ok=True)
     json_path = out_dir / "results.json"
     json_path.write_text(json.dumps(list(rows), indent=1), encoding="utf-8")
     md_path = out_dir / "results.md"
-    md_path.write_text(markdown(rows, methods_order), encoding="utf-8")
+    md_path.write_text(markdown(rows, methods_order, notes), encoding="utf-8")
     if not plots:
         return [json_path, md_path]
     lines = plot_metrics(out_dir, rows, CONVERSATION_METRICS + TRAJECTORY_METRICS + COMMON_METRICS,

@@ -38,6 +38,12 @@ class Spec:
     methods: tuple[str, ...]
     dump: bool = False
     config: dict[str, Any] = field(default_factory=dict)
+    #: Directory of the on-disk embedding cache (:mod:`flexamem_eval.embedding_cache`); None: off.
+    embedding_cache: str | None = None
+    #: Share what methods write about a history (the core's notes in one store, reader units,
+    #: PaMER's archive) across methods and budgets of an item; False gives every method (and,
+    #: for trajectories, every budget) its own, to check that sharing changes no result.
+    reuse: bool = True
 
 
 @dataclass(slots=True)
@@ -83,9 +89,16 @@ class ItemResult:
     dumps: list[dict[str, Any]] = field(default_factory=list)
     questions: int = 0
     abstentions: int = 0
+    #: Texts this item's embedding requests found in the disk cache / had the model embed.
+    embeddings_cached: int = 0
+    embeddings_computed: int = 0
+    seconds: float = 0.0
+    #: Wall seconds each method took on this item (writing and every render, all budgets).
+    method_seconds: dict[str, float] = field(default_factory=dict)
 
 
 _ENV: Env | None = None
+_ENV_KEY: tuple[str, str | None] | None = None
 _WARM: set[str] = set()
 
 
@@ -96,12 +109,37 @@ def _warm(name: str, env: Env) -> None:
 
 
 def _env(spec: Spec) -> Env:
-    global _ENV
-    if _ENV is None:
+    """The process's shared environment for a spec's config and embedding cache (made once)."""
+    global _ENV, _ENV_KEY
+    key = (json.dumps(spec.config, sort_keys=True, default=str), spec.embedding_cache)
+    if _ENV is None or key != _ENV_KEY:
         from flexamem_core.tokens import default_tokenizer
 
-        _ENV = Env(tokenizer=default_tokenizer(), config=FlexAMemConfig(**spec.config))
+        _ENV = Env(tokenizer=default_tokenizer(), config=FlexAMemConfig(**spec.config),
+                   embedder_factory=embedder_factory(spec.embedding_cache))
+        _ENV_KEY = key
     return _ENV
+
+
+def embedder_factory(cache_dir: str | None) -> Callable[[], Any] | None:
+    """The shared MiniLM embedder, behind the disk cache in ``cache_dir`` when one is given."""
+    if cache_dir is None:
+        return None
+
+    def make() -> Any:
+        from flexamem_core.embeddings import default_embedder
+
+        from .embedding_cache import CachedEmbedder
+
+        return CachedEmbedder(default_embedder(), cache_dir)
+
+    return make
+
+
+def _embed_counts(env: Env) -> tuple[int, int]:
+    """(cached, computed) texts so far, when the embedder keeps count (the disk cache does)."""
+    emb = env.__dict__.get("embedder")  # not created yet: nothing embedded
+    return (getattr(emb, "hits", 0), getattr(emb, "misses", 0)) if emb is not None else (0, 0)
 
 
 Tick = Callable[[float], None]
@@ -116,9 +154,14 @@ def evaluate_item(item: Item, spec: Spec, env: Env | None = None, tick: Tick | N
     """Every method and budget of the spec on one item; ``tick`` reports progress in item units."""
     env = env or _env(spec)
     tick = tick or (lambda _: None)
-    if isinstance(item, ConversationItem):
-        return _conversation(item, spec, env, tick)
-    return _trajectory(item, spec, env, tick)
+    t0 = time.perf_counter()
+    before = _embed_counts(env)
+    res = _conversation(item, spec, env, tick) if isinstance(item, ConversationItem) \
+        else _trajectory(item, spec, env, tick)
+    after = _embed_counts(env)
+    res.embeddings_cached, res.embeddings_computed = after[0] - before[0], after[1] - before[1]
+    res.seconds = time.perf_counter() - t0
+    return res
 
 
 def _dump(spec: Spec, item_id: str, method: str, budget: int, step: int | None,
@@ -140,6 +183,9 @@ def _conversation(item: ConversationItem, spec: Spec, env: Env, tick: Tick) -> I
     shared: dict[str, Any] = {}
     for name in spec.methods:
         _warm(name, env)
+        started = time.perf_counter()
+        if not spec.reuse:
+            shared = {}
         method = make_method(name, env, shared)
         t0 = time.perf_counter()
         method.write(item.history)
@@ -162,6 +208,7 @@ def _conversation(item: ConversationItem, spec: Spec, env: Env, tick: Tick) -> I
                 if spec.dump:
                     out.dumps.append(_dump(spec, q.item_id, name, budget, None, text, tokens))
             tick(1 / len(spec.methods))
+        out.method_seconds[name] = time.perf_counter() - started
     return out
 
 
@@ -180,8 +227,11 @@ def _trajectory(item: TrajectoryItem, spec: Spec, env: Env, tick: Tick) -> ItemR
     shared: dict[str, Any] = {}
     for name in spec.methods:
         _warm(name, env)
+        started = time.perf_counter()
         costs: dict[int, WriteCost] = {}
         for budget in spec.budgets:
+            if not spec.reuse:
+                shared = {}
             method = make_method(name, env, shared)
             meter = CacheMeter(env.tokenizer)
             limit = env.effective(budget)
@@ -210,6 +260,7 @@ def _trajectory(item: TrajectoryItem, spec: Spec, env: Env, tick: Tick) -> ItemR
         else:  # writes nothing: zero cost over the trajectory's units
             out.writes.append(WriteRecord(name, item.item_id, 0.0, _unit_count(env, messages), 0))
         tick(1 / len(spec.methods))
+        out.method_seconds[name] = time.perf_counter() - started
     return out
 
 
@@ -235,11 +286,11 @@ def limit_threads(threads: int) -> None:
         torch.set_num_threads(threads)
 
 
-def _init_worker(config: dict[str, Any], threads: int | None) -> None:
+def _init_worker(config: dict[str, Any], threads: int | None, embedding_cache: str | None = None) -> None:
     """Load the tokenizer once per worker process; bound its torch threads."""
     if threads:
         limit_threads(threads)
-    _env(Spec(dataset="", budgets=(), methods=(), config=config))
+    _env(Spec(dataset="", budgets=(), methods=(), config=config, embedding_cache=embedding_cache))
 
 
 def worker_threads(workers: int, threads: int | None = None) -> int | None:
@@ -297,7 +348,7 @@ def run(items: Sequence[Item], spec: Spec, workers: int = 1, progress: bool = Tr
     else:
         ctx = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker,
-                                 initargs=(spec.config, per_worker)) as pool:
+                                 initargs=(spec.config, per_worker, spec.embedding_cache)) as pool:
             futures = {pool.submit(evaluate_item, item, spec): i for i, item in enumerate(items)}
             for fut in as_completed(futures):
                 done(futures[fut], fut.result())

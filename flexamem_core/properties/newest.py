@@ -2,7 +2,8 @@
 
 The newest step is what the model must answer (an agent's last action and its results,
 or a reader's current turn): it is never summarised or dropped. It may only be cut in
-the middle with the visible mark when it alone exceeds the budget, or repaired by the
+the middle with the visible mark when it alone exceeds the budget (or, being the task or
+the current turn, the room the budget leaves it: ``task_cut_messages``), or repaired by the
 message rules (a placeholder result, an orphan result marked); the report's
 ``newest_step`` then says ``"cut"`` or ``"repaired"``. Sanitising its text (see
 ``sendable``) is not a change: that is how it is sent.
@@ -58,7 +59,8 @@ class NewestStepUnchanged(MessageProperty):
             return None
         if said != status:
             return f"the newest step was {status} but the report says {said!r}"
-        if status == "cut" and not context.report.get("newest_unit_cut_messages"):
+        if status == "cut" and not (context.report.get("newest_unit_cut_messages")
+                                    or context.report.get("task_cut_messages")):
             return "the newest step was cut but the report counts no cut message"
         if status == "repaired" and not context.report.get("pairing_repairs"):
             return "the newest step was repaired but the report counts no repair"

@@ -5,9 +5,10 @@ Embedded (``chromadb.PersistentClient``) or client-server (``chromadb.HttpClient
 which is kept in the collection's metadata), holding four kinds of entries told apart by
 the ``kind`` metadata field: ``note`` (the note's embedding, a real vector a Chroma user
 can query), ``unit`` (raw text and messages), ``piece`` and ``merged``. Every entry
-carries an explicit embedding (units and pieces carry their note's vector, merged records
-the mean of what they cover): the collection has no embedding function, so Chroma's
-default one, which would download a model, is never triggered. Telemetry is off.
+carries an explicit embedding (units carry their note's vector, pieces their own, or their
+note's when written without one, merged records the mean of what they cover): the
+collection has no embedding function, so Chroma's default one, which would download a
+model, is never triggered. Telemetry is off.
 
 A unit is written with one ``add`` call (unit, note and pieces together). Write order is
 a per-entry ``seq`` (a nanosecond clock, strictly increasing within a process), so
@@ -18,6 +19,7 @@ many concurrent writers).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import re
 import threading
@@ -169,10 +171,15 @@ class ChromaStore:
             {"kind": "unit", "seq": seq, "parent": _parent_meta(unit.parent), "npieces": len(plist),
              "pieces": codec.dumps([p.index for p in plist])},
             {"kind": "note", "seq": seq, "links": codec.dumps(list(note.links))},
-        ] + [{"kind": "piece", "seq": seq, "unit": unit.key, "idx": p.index} for p in plist]
+        ] + [{"kind": "piece", "seq": seq, "unit": unit.key, "idx": p.index, "own_vector": p.embedding is not None}
+             for p in plist]
         if len(ids) > self.client.get_max_batch_size():
             raise ValueError(f"unit {unit.key!r} has too many pieces ({len(plist)}) for one Chroma batch")
-        col.add(ids=ids, embeddings=np.repeat(vec[None, :], len(ids), axis=0), documents=docs,
+        vectors = np.repeat(vec[None, :], len(ids), axis=0)
+        for row, p in enumerate(plist, start=2):  # a piece with its own vector is stored under it
+            if p.embedding is not None:
+                vectors[row] = _piece_vector(p, vec.shape[0])
+        col.add(ids=ids, embeddings=vectors, documents=docs,
                 metadatas=metas)  # one call: the unit, its note and pieces together
         return True
 
@@ -213,17 +220,20 @@ class ChromaStore:
         if not unit["ids"]:
             return []
         ids = [f"p:{unit_key}:{i}" for i in codec.loads(unit["metadatas"][0]["pieces"])]
-        got = _get(col, ids=ids, include=["documents"]) if ids else {"documents": []}
-        return sorted((codec.piece_from_text(d) for d in got["documents"]), key=lambda p: p.index)
+        if not ids:
+            return []
+        got = _get(col, ids=ids, include=["documents", "metadatas", "embeddings"])
+        return sorted((_piece(d, m, e) for d, m, e in zip(got["documents"], got["metadatas"], got["embeddings"],
+                                                          strict=True)), key=lambda p: p.index)
 
     def iter_pieces(self, namespace: str) -> Iterable[Piece]:
         col = self._collection(namespace)
         if col is None:
             return []
-        got = self._get_all(col, {"kind": "piece"}, ["documents", "metadatas"])
-        rows = sorted(zip(got["metadatas"], got["documents"], strict=True),
+        got = self._get_all(col, {"kind": "piece"}, ["documents", "metadatas", "embeddings"])
+        rows = sorted(zip(got["metadatas"], got["documents"], got["embeddings"], strict=True),
                       key=lambda r: (r[0]["seq"], r[0]["unit"], r[0]["idx"]))
-        return [codec.piece_from_text(doc) for _, doc in rows]
+        return [_piece(doc, meta, emb) for meta, doc, emb in rows]
 
     def get_merged(self, namespace: str, key: str) -> MergedRecord | None:
         col = self._collection(namespace)
@@ -300,3 +310,19 @@ class ChromaStore:
         """Drop cached collection handles (the Chroma client needs no closing)."""
         with self._lock:
             self._collections.clear()
+
+
+def _piece_vector(piece: Piece, dim: int) -> np.ndarray:
+    own = np.asarray(piece.embedding, dtype=np.float32).reshape(-1)
+    if own.shape[0] != dim:
+        raise ValueError(f"piece {piece.index} of unit {piece.unit_key!r} has a vector of dimension "
+                         f"{own.shape[0]}, its note {dim}")
+    return own
+
+
+def _piece(doc: str, meta: dict[str, Any], embedding: Any) -> Piece:
+    """A stored piece; its entry's vector is its own where ``own_vector`` says so (else the note's)."""
+    piece = codec.piece_from_text(doc)
+    if meta.get("own_vector"):
+        return dataclasses.replace(piece, embedding=np.asarray(embedding, dtype=np.float32))
+    return piece

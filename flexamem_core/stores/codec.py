@@ -7,6 +7,7 @@ NUL always escaped by ``json``), and embeddings as raw little-endian float32 byt
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -129,11 +130,23 @@ def note_from_parts(text: str, embedding: bytes | memoryview | np.ndarray,
 
 
 def piece_text(piece: Piece) -> str:
-    return dumps(piece.to_dict())
+    """The piece without its vector (a store keeps that in its own binary column)."""
+    d = piece.to_dict()
+    d.pop("vector", None)
+    return dumps(d)
 
 
-def piece_from_text(text: str) -> Piece:
-    return Piece.from_dict(loads(text))
+def piece_vector_bytes(piece: Piece) -> bytes | None:
+    """The piece's own vector as raw float32 bytes, or None if it has none."""
+    return None if piece.embedding is None else embedding_bytes(piece.embedding)
+
+
+def piece_from_text(text: str, vector: bytes | memoryview | None = None) -> Piece:
+    """A piece from :func:`piece_text` and, if stored, :func:`piece_vector_bytes`."""
+    piece = Piece.from_dict(loads(text))
+    if vector is None:
+        return piece
+    return dataclasses.replace(piece, embedding=embedding_from_bytes(vector))
 
 
 def merged_text(merged: MergedRecord) -> str:

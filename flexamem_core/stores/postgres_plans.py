@@ -125,15 +125,16 @@ class Plans:
         self.insert_note = q("INSERT INTO {s}.notes (namespace, key, seq, data, embedding) "
                              "VALUES (%s, %s, %s, %s, %s)")
         self.insert_link = q("INSERT INTO {s}.links (namespace, src, pos, dst) VALUES (%s, %s, %s, %s)")
-        self.insert_piece = q("INSERT INTO {s}.pieces (namespace, unit_key, idx, seq, data) "
-                              "VALUES (%s, %s, %s, %s, %s)")
+        self.insert_piece = q("INSERT INTO {s}.pieces (namespace, unit_key, idx, seq, data, embedding) "
+                              "VALUES (%s, %s, %s, %s, %s, %s)")
         self.has_unit_sql = q("SELECT 1 FROM {s}.units WHERE namespace = %s AND key = %s")
         self.get_unit_sql = q("SELECT data FROM {s}.units WHERE namespace = %s AND key = %s")
         self.notes_sql = q("SELECT key, data, embedding FROM {s}.notes WHERE namespace = %s ORDER BY seq")
         self.links_sql = q("SELECT src, dst FROM {s}.links WHERE namespace = %s ORDER BY src, pos")
         self.parents_sql = q("SELECT key, parent FROM {s}.units WHERE namespace = %s ORDER BY seq")
-        self.pieces_sql = q("SELECT data FROM {s}.pieces WHERE namespace = %s AND unit_key = %s ORDER BY idx")
-        self.iter_pieces_sql = q("SELECT data FROM {s}.pieces WHERE namespace = %s ORDER BY seq, idx")
+        self.pieces_sql = q("SELECT data, embedding FROM {s}.pieces WHERE namespace = %s AND unit_key = %s "
+                            "ORDER BY idx")
+        self.iter_pieces_sql = q("SELECT data, embedding FROM {s}.pieces WHERE namespace = %s ORDER BY seq, idx")
         self.get_merged_sql = q("SELECT data FROM {s}.merged WHERE namespace = %s AND key = %s")
         self.stored_keys = q("SELECT key FROM {s}.units WHERE namespace = %s AND key = ANY(%s) UNION "
                              "SELECT key FROM {s}.merged WHERE namespace = %s AND key = ANY(%s)")
@@ -204,8 +205,8 @@ class Plans:
         yield Call(self.insert_note, (ns, unit.key, seq, codec.note_text(note),
                                       codec.embedding_bytes(note.embedding)))
         yield Call(self.insert_link, [(ns, unit.key, i, d) for i, d in enumerate(note.links)], many=True)
-        yield Call(self.insert_piece, [(ns, unit.key, p.index, seq, codec.piece_text(p)) for p in plist],
-                   many=True)
+        yield Call(self.insert_piece, [(ns, unit.key, p.index, seq, codec.piece_text(p),
+                                        codec.piece_vector_bytes(p)) for p in plist], many=True)
         return True
 
     def put_merged(self, namespace: str, merged: MergedRecord) -> Plan[None]:
@@ -329,4 +330,4 @@ class Plans:
 
 
 def _pieces(rows: list[tuple]) -> list[Piece]:
-    return [codec.piece_from_text(r[0]) for r in rows]
+    return [codec.piece_from_text(data, vec) for data, vec in rows]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from string import Template
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 _V1 = [
     """CREATE TABLE ${p}units (
@@ -42,6 +42,12 @@ _V2 = [
         namespace TEXT NOT NULL PRIMARY KEY, deletions $int NOT NULL)""",
 ]
 
+# Version 3: each piece's own vector (raw float32, written with its unit; NULL in pieces
+# written before, which fall back to their note's vector).
+_V3 = [
+    "ALTER TABLE ${p}pieces ADD COLUMN embedding $blob",
+]
+
 _DIALECTS = {
     "sqlite": {"p": "", "seq_pk": "INTEGER PRIMARY KEY AUTOINCREMENT", "int": "INTEGER", "blob": "BLOB"},
     # PostgreSQL statements keep a {s} placeholder that the store fills with its quoted schema.
@@ -54,4 +60,4 @@ def migrations(dialect: str) -> dict[int, list[str]]:
     """Migrations by target version for ``sqlite`` or ``postgres``; each list is one transaction."""
     words = _DIALECTS[dialect]
     return {version: [Template(statement).substitute(words) for statement in statements]
-            for version, statements in ((1, _V1), (2, _V2))}
+            for version, statements in ((1, _V1), (2, _V2), (3, _V3))}

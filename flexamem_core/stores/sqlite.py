@@ -135,7 +135,7 @@ class SQLiteStore:
         plist = codec.check_write(unit, note, pieces)
         unit_data, note_data = codec.unit_text(unit), codec.note_text(note)
         vec = codec.embedding_bytes(note.embedding)
-        piece_rows = [(p.index, codec.piece_text(p)) for p in plist]
+        piece_rows = [(p.index, codec.piece_text(p), codec.piece_vector_bytes(p)) for p in plist]
         with self._write() as conn:
             cur = conn.execute(
                 "INSERT INTO units (namespace, key, parent, data) VALUES (?, ?, ?, ?) "
@@ -149,8 +149,8 @@ class SQLiteStore:
             conn.executemany("INSERT INTO links (namespace, src, pos, dst) VALUES (?, ?, ?, ?)",
                              [(namespace, unit.key, i, dst) for i, dst in enumerate(note.links)])
             conn.executemany(
-                "INSERT INTO pieces (namespace, unit_key, idx, seq, data) VALUES (?, ?, ?, ?, ?)",
-                [(namespace, unit.key, idx, seq, data) for idx, data in piece_rows])
+                "INSERT INTO pieces (namespace, unit_key, idx, seq, data, embedding) VALUES (?, ?, ?, ?, ?, ?)",
+                [(namespace, unit.key, idx, seq, data, vec) for idx, data, vec in piece_rows])
             return True
 
     def has_unit(self, namespace: str, key: str) -> bool:
@@ -185,14 +185,14 @@ class SQLiteStore:
 
     def pieces(self, namespace: str, unit_key: str) -> list[Piece]:
         check_namespace(namespace)
-        rows = self._read("SELECT data FROM pieces WHERE namespace = ? AND unit_key = ? ORDER BY idx",
+        rows = self._read("SELECT data, embedding FROM pieces WHERE namespace = ? AND unit_key = ? ORDER BY idx",
                           (namespace, unit_key))
-        return [codec.piece_from_text(r[0]) for r in rows]
+        return [codec.piece_from_text(data, vec) for data, vec in rows]
 
     def iter_pieces(self, namespace: str) -> Iterable[Piece]:
         check_namespace(namespace)
-        rows = self._read("SELECT data FROM pieces WHERE namespace = ? ORDER BY seq, idx", (namespace,))
-        return [codec.piece_from_text(r[0]) for r in rows]
+        rows = self._read("SELECT data, embedding FROM pieces WHERE namespace = ? ORDER BY seq, idx", (namespace,))
+        return [codec.piece_from_text(data, vec) for data, vec in rows]
 
     def get_merged(self, namespace: str, key: str) -> MergedRecord | None:
         check_namespace(namespace)

@@ -16,6 +16,9 @@ class StoreBackend:
     outlive its object, and the reopening tests are skipped). ``raw_dump`` returns
     everything the backend holds as text (files, rows, blobs), for the forgetting tests.
     ``examples`` is the number of operation sequences of the model-based test.
+    ``piece_vectors``: whether the backend must keep each piece's own vector (True), or may
+    drop them all (None: the capability test is skipped for it, and renders rank pieces by
+    their unit's vector instead).
     """
 
     name: str
@@ -23,6 +26,7 @@ class StoreBackend:
     raw_dump: Callable[[Store], str]
     reopen: Callable[[], Store] | None = None
     examples: int = 25
+    piece_vectors: bool | None = None
 
     @property
     def persistent(self) -> bool:

@@ -328,6 +328,35 @@ class StoreConformance:
 
         check()
 
+    def test_piece_vectors_read_back_exactly(self, backend):
+        """The piece vectors capability: a piece written with its own vector (``piece_vectors``,
+        the default) reads back with exactly that float32 vector, from ``pieces``, ``iter_pieces``
+        and a reopened store; a piece written without one (an older store) reads back without.
+        A store may drop them all (renders then fall back to unit vectors), never alter them."""
+        store = backend.first
+        with_vectors = make_chain("pv", 3, piece_vectors=True)
+        mixed = make_unit("pv", 4, with_vectors[-1][0].key, piece_vectors=[True, False, True])
+        without = make_chain("pv", 2, parent=mixed[0].key, first_step=5)
+        chain = [*with_vectors, mixed, *without]
+        write_all(store, NS, chain)
+        stores = [store, backend.open()] if backend.persistent else [store]
+        kept = [p.embedding is not None for s in stores for p in s.iter_pieces(NS)]
+        if not any(kept) and not getattr(backend, "piece_vectors", None):
+            pytest.skip(f"{type(store).__name__} keeps no piece vectors (renders use unit vectors)")
+        for s in stores:
+            by_unit = [s.pieces(NS, unit.key) for unit, _, _ in chain]
+            for got, (_, _, expected) in zip([*by_unit, list(s.iter_pieces(NS))],
+                                             [*chain, (None, None, [p for t in chain for p in t[2]])]):
+                assert len(got) == len(expected)
+                for g, e in zip(got, expected, strict=True):
+                    assert g == e
+                    if e.embedding is None:
+                        assert g.embedding is None, (g.unit_key, g.index)
+                    else:
+                        assert g.embedding is not None and g.embedding.dtype == np.float32
+                        np.testing.assert_array_equal(g.embedding, e.embedding)
+                        assert g.to_dict() == e.to_dict()
+
     def test_index_snapshots_are_kept_per_namespace_and_forgotten_with_their_units(self, backend):
         """The optional ``IndexSnapshots`` capability: one blob per namespace, exact bytes, replaced
         on put, and deleted by any forgetting (it holds the terms of every unit it covers)."""

@@ -28,8 +28,10 @@ def vector(seed: str, dim: int = DIM) -> np.ndarray:
 
 def make_unit(tag: str, step: int, parent: str | None, *, text: str | None = None,
               links: Sequence[str] = (), n_pieces: int = 3, piece_chars: int = 40,
-              msg_id: str | None = None) -> Triple:
-    """One agent unit (a command and its output), its note and ``n_pieces`` pieces."""
+              msg_id: str | None = None, piece_vectors: Sequence[bool] | bool = False) -> Triple:
+    """One agent unit (a command and its output), its note and ``n_pieces`` pieces.
+
+    ``piece_vectors``: which pieces carry their own vector (all, none, or one flag each)."""
     body = text if text is not None else f"output of step {step} in {tag}"
     lines = [f"{body} line {j} " + "x" * piece_chars for j in range(n_pieces)]
     messages = (
@@ -43,20 +45,23 @@ def make_unit(tag: str, step: int, parent: str | None, *, text: str | None = Non
     note = Note(unit_key=key, record=f"step {step}: {body[:60]}", record_tokens=8,
                 keywords=(tag, f"step{step}"), tags=("agent",), description=f"{tag} step {step}",
                 embedding=vector(key), links=tuple(links), raw_tokens=unit.tokens, first_step=step)
+    flags = [piece_vectors] * n_pieces if isinstance(piece_vectors, bool) else list(piece_vectors)
     pieces = [Piece(unit_key=key, index=j, text=line, tokens=len(line.split()), block=1,
-                    starts_block=j == 0, label=f"step {step}") for j, line in enumerate(lines)]
+                    starts_block=j == 0, label=f"step {step}",
+                    embedding=vector(f"{key}/piece {j}") if flags[j] else None) for j, line in enumerate(lines)]
     return unit, note, pieces
 
 
 def make_chain(tag: str, n: int, *, parent: str | None = None, first_step: int = 1,
-               texts: dict[int, str] | None = None, n_pieces: int = 3, piece_chars: int = 40) -> list[Triple]:
+               texts: dict[int, str] | None = None, n_pieces: int = 3, piece_chars: int = 40,
+               piece_vectors: Sequence[bool] | bool = False) -> list[Triple]:
     """``n`` chained units; each note links to up to 3 earlier units of the chain."""
     out: list[Triple] = []
     for i in range(n):
         links = [t[0].key for t in out[-3:]][::-1]
         triple = make_unit(tag, first_step + i, out[-1][0].key if out else parent,
                            text=(texts or {}).get(i), links=links, n_pieces=n_pieces,
-                           piece_chars=piece_chars)
+                           piece_chars=piece_chars, piece_vectors=piece_vectors)
         out.append(triple)
     return out
 

@@ -9,6 +9,7 @@ from .base import Env, Method
 
 #: name -> (module, class); the order is the order of tables and plots.
 METHODS: dict[str, tuple[str, str]] = {
+    "flexamem-auto": ("ours", "FlexAMemAuto"),
     "flexamem-unit": ("ours", "FlexAMemUnit"),
     "flexamem-unit-per-call": ("ours", "FlexAMemUnitPerCall"),
     "flexamem-piece": ("ours", "FlexAMemPiece"),

@@ -85,7 +85,7 @@ class AMem(_Ours):
     def question_context(self, question: Question, budget: int) -> list[Message]:
         fixed = [Message(role="user", content=question.text)]
         limit = self.env.effective(budget)
-        if self.env.count([*self.history, *fixed]) <= limit:
+        if self.history_fits(fixed, limit):
             return [*self.history, *fixed]
         notes = self.memory("reader").store.notes(NAMESPACE)
         order = search_order(notes, self.env.embedder.embed([question.text])[0])

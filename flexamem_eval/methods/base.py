@@ -15,8 +15,9 @@ from functools import cached_property
 from typing import Any, ClassVar
 
 from flexamem_core import Embedder, FlexAMemConfig, Message, Tokenizer
+from flexamem_core.host.marker import mark
 from flexamem_core.messages import message_text
-from flexamem_core.render import PER_MESSAGE, PER_REQUEST
+from flexamem_core.render import PER_REQUEST, message_tokens
 from flexamem_core.units import PackedUnit, pack_units
 
 from ..items import Question
@@ -58,7 +59,7 @@ class Env:
         for m in messages:
             hit = cache.get(id(m))
             if hit is None or hit[0] is not m:
-                n = PER_MESSAGE + self.tokenizer.count(message_text(m))
+                n = message_tokens(m, self.tokenizer)
                 if len(cache) >= COUNT_CACHE:
                     cache.clear()
                 cache[id(m)] = (m, n)
@@ -101,7 +102,7 @@ def split_prefix(history: Sequence[Message]) -> tuple[list[Message], list[Messag
 
 def memory_message(text: str) -> Message:
     """A memory block in the same form as the core's memory message."""
-    return Message(role="user", content=f"<memory>\n{text}\n</memory>", metadata={"flexamem": "memory"})
+    return Message(role="user", content=f"<memory>\n{text}\n</memory>", metadata=mark())
 
 
 def question_messages(question: Question) -> list[Message]:
@@ -135,10 +136,25 @@ class Method(ABC):
         """Load what the first call would otherwise load, so render timings exclude it."""
         del env  # nothing to load by default
 
+    @classmethod
+    def unavailable(cls) -> str | None:
+        """Why this method cannot run with the installed core (None: it can)."""
+        return None
+
     # ----------------------------------------------------------------- reader setting
     def write(self, history: Sequence[Message]) -> None:
         """Build whatever the method keeps about a conversation (timed by the caller)."""
         self.history = list(history)
+
+    def history_fits(self, fixed: Sequence[Message], limit: int) -> bool:
+        """Whether ``history + fixed`` counts at most ``limit`` tokens (the history's count
+        is kept: a request's count is the sum of its messages' counts plus a constant)."""
+        tokens = self.__dict__.get("_history_tokens")
+        if tokens is None:
+            tokens = self._history_tokens = self.env.count(self.history)
+        extra = self.env.count(fixed)
+        both = PER_REQUEST if self.history and fixed else 0
+        return tokens + extra - both <= limit
 
     @abstractmethod
     def question_context(self, question: Question, budget: int) -> list[Message]:

@@ -76,7 +76,7 @@ class Masking(Method):
     def question_context(self, question: Question, budget: int) -> list[Message]:
         fixed = question_messages(question)
         limit = self.env.effective(budget)
-        if self.env.count([*self.history, *fixed]) <= limit:
+        if self.history_fits(fixed, limit):
             return [*self.history, *fixed]
         units = self.reader_units()
         room = limit - self.env.count([memory_message(""), *fixed])

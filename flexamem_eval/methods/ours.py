@@ -1,22 +1,55 @@
 """FlexA-Mem and its ablations, run through the core's public API (``ingest``, ``render``).
 
-All variants of one item share one store: the notes are written once (by whichever variant
-runs first) and every variant reports that shared write cost. Variants differ only in the
-config switches the core exposes: ``mode``, ``excerpts``, ``recovery``, ``random_candidates``.
+The notes of one history are written once, whichever variant and budget runs first, and
+every variant reports that one write cost. Conversations are ingested whole before any
+question, so all variants share one store. A trajectory is ingested call by call, and a
+store holding units the current call has not reached yet is not what a live agent has (the
+index statistics, e.g. BM25's document frequencies, would include them), so each variant
+and budget keeps its own store, filled as its calls go, while the expensive part of a note
+is made once per history and shared: its record and fields (:class:`SharedRecords`) and
+its vectors (the embedder's cache). Variants differ only in the config switches the core
+exposes: ``mode``, ``excerpts``, ``recovery``, ``random_candidates``.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, get_args
 
-from flexamem_core import FlexAMem, InMemoryStore, Message
+from flexamem_core import FlexAMem, FlexAMemConfig, InMemoryStore, Message, RuleRecordWriter
+from flexamem_core.protocols import WrittenRecord
+from flexamem_core.schema import Unit
 
 from ..items import Question
 from .base import Env, Method, WriteCost, warm_embedder
 
 NAMESPACE = "item"
+
+
+class SharedRecords:
+    """A record writer that writes each unit's record once and hands the same record to
+    every memory of the history (the rule writer's output depends on the unit alone)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self._records: dict[tuple[str, int], WrittenRecord] = {}
+        self._merged: dict[tuple[str, ...], tuple[str, int]] = {}
+
+    def write(self, unit: Unit) -> WrittenRecord:
+        key = (unit.key, unit.first_step)
+        rec = self._records.get(key)
+        if rec is None:
+            rec = self._records[key] = self.inner.write(unit)
+        return rec
+
+    def merge(self, texts: Sequence[str]) -> tuple[str, int]:
+        key = tuple(texts)
+        out = self._merged.get(key)
+        if out is None:
+            out = self._merged[key] = self.inner.merge(texts)
+        return out
 
 
 class _Ours(Method):
@@ -34,21 +67,29 @@ class _Ours(Method):
 
     def memory(self, history_kind: str) -> FlexAMem:
         if history_kind not in self._mem:
-            store = self.shared.setdefault(f"flexamem_store_{history_kind}", InMemoryStore())
+            # Readers: one store per history; agents: one per instance (a variant at a budget).
+            store = self.shared.setdefault("flexamem_store_reader", InMemoryStore()) \
+                if history_kind == "reader" else InMemoryStore()
             settings = {**self.switches.get(history_kind, {}), "history": history_kind}
-            config = self.env.config.model_copy(update=settings)
+            config = FlexAMemConfig(**{**self.env.config.model_dump(), **settings})  # validated
+            writer = self.shared.setdefault(
+                ("flexamem_records", config.record_words, config.merged_record_words),
+                SharedRecords(RuleRecordWriter(config.record_words, config.merged_record_words)))
             self._mem[history_kind] = FlexAMem(config, store=store, tokenizer=self.env.tokenizer,
-                                               embedder=self.env.embedder)
+                                               embedder=self.env.embedder, writer=writer)
         return self._mem[history_kind]
 
     def _ingest(self, mem: FlexAMem, history: Sequence[Message], final: bool) -> None:
         t0 = time.perf_counter()
         written = mem.ingest(history, namespace=NAMESPACE, final=final)
         if written:
-            self.cost.ms += (time.perf_counter() - t0) * 1000
-            self.cost.units += written
-            notes = mem.store.notes(NAMESPACE)
-            self.cost.llm_calls += sum(n.llm_calls for n in notes[-written:])
+            seen: set[str] = self.shared.setdefault("flexamem_written", set())
+            notes = [n for n in mem.store.notes(NAMESPACE)[-written:] if n.unit_key not in seen]
+            if notes:  # the first memory of the history to write these units pays for them
+                self.cost.ms += (time.perf_counter() - t0) * 1000
+                self.cost.units += len(notes)
+                self.cost.llm_calls += sum(n.llm_calls for n in notes)
+                seen.update(n.unit_key for n in notes)
 
     def write(self, history: Sequence[Message]) -> None:
         super().write(history)
@@ -61,6 +102,26 @@ class _Ours(Method):
         mem = self.memory("agent")
         self._ingest(mem, history, final=False)
         return mem.render(history, namespace=NAMESPACE, budget=budget).messages
+
+
+def config_modes() -> tuple[str, ...]:
+    """The recovery modes the installed core's ``FlexAMemConfig.mode`` accepts."""
+    return tuple(a for a in get_args(FlexAMemConfig.model_fields["mode"].annotation) if isinstance(a, str))
+
+
+class FlexAMemAuto(_Ours):
+    """The automatic mode (``mode="auto"``), the default of every adapter once the core has it."""
+
+    name = "flexamem-auto"
+    switches: ClassVar = {"reader": {"mode": "auto"}, "agent": {"mode": "auto"}}
+
+    @classmethod
+    def unavailable(cls) -> str | None:
+        modes = config_modes()
+        if "auto" in modes:
+            return None
+        return (f"this core's FlexAMemConfig has no mode \"auto\" yet (modes: {', '.join(modes)}); "
+                "the method runs as soon as the mode exists")
 
 
 class FlexAMemUnit(_Ours):

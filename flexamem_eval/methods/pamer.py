@@ -202,7 +202,7 @@ class PaMER(Method):
     def question_context(self, question: Question, budget: int) -> list[Message]:
         fixed = [Message(role="user", content=question.text)]
         limit = self.env.effective(budget)
-        if self.env.count([*self.history, *fixed]) <= limit:
+        if self.history_fits(fixed, limit):
             return [*self.history, *fixed]
         recent = self.blocks[max(self.reader_state.archived, len(self.blocks) - RECENT_BLOCKS):]
         q_vec = self._query(fixed, recent)

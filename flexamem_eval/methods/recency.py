@@ -32,7 +32,7 @@ class Truncation(Method):
 
     def question_context(self, question: Question, budget: int) -> list[Message]:
         fixed = question_messages(question)
-        if self.env.count([*self.history, *fixed]) <= self.env.effective(budget):
+        if self.history_fits(fixed, self.env.effective(budget)):
             return [*self.history, *fixed]
         units = self.reader_units()
         room = self.env.effective(budget) - self.env.count([memory_message(""), *fixed])

@@ -153,7 +153,7 @@ class PieceRetrieval(_Retrieval):
     def question_context(self, question: Question, budget: int) -> list[Message]:
         fixed = question_messages(question)
         limit = self.env.effective(budget)
-        if self.env.count([*self.history, *fixed]) <= limit:
+        if self.history_fits(fixed, limit):
             return [*self.history, *fixed]
         room = room_for_memory(self.env, [], fixed, limit)
         chosen = self.store.choose(question.text, set(range(len(self.store.units))), room)
@@ -202,7 +202,7 @@ class UnitRetrieval(_Retrieval):
     def question_context(self, question: Question, budget: int) -> list[Message]:
         fixed = question_messages(question)
         limit = self.env.effective(budget)
-        if self.env.count([*self.history, *fixed]) <= limit:
+        if self.history_fits(fixed, limit):
             return [*self.history, *fixed]
         q_vec = self.env.embedder.embed([question.text])[0]
         ranked = self._ranked_units(q_vec, set(range(len(self.store.units))))

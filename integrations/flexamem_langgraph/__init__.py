@@ -6,7 +6,7 @@
 - :class:`LangGraphBaseStore`: keep FlexA-Mem's notes in a LangGraph ``BaseStore``.
 """
 
-from .convert import MEMORY_MESSAGE_ID, is_memory_message, to_core, to_core_message, to_langchain
+from .convert import CODEC, MEMORY_MESSAGE_ID, LangChainCodec, is_memory_message, to_core, to_core_message, to_langchain
 from .hooks import FlexAMemRenderer
 from .middleware import FlexAMemMiddleware
 from .namespaces import namespace_for_thread
@@ -14,9 +14,11 @@ from .render import LangChainRender, arender_langchain, render_langchain
 from .store import LangGraphBaseStore
 
 __all__ = [
+    "CODEC",
     "MEMORY_MESSAGE_ID",
     "FlexAMemMiddleware",
     "FlexAMemRenderer",
+    "LangChainCodec",
     "LangChainRender",
     "LangGraphBaseStore",
     "arender_langchain",

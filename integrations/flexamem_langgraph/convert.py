@@ -2,10 +2,12 @@
 
 Going in, every LangChain message is read (never mutated) into a frozen
 :class:`flexamem_core.Message` that keeps the LangChain id, the tool calls with JSON
-arguments (invalid tool calls too, since ``create_agent`` answers them with a
-``ToolMessage``), the ``tool_call_id`` and the content blocks. Coming back, the window
-messages are the caller's ORIGINAL objects (so ids, metadata and provider fields such as
-reasoning blocks survive untouched) and only the memory message is new.
+arguments as langchain-openai sends them (invalid tool calls too, since ``create_agent``
+answers them with a ``ToolMessage``), the ``tool_call_id``, the name and the content
+blocks. Coming back, the window messages are the caller's ORIGINAL objects (so ids,
+metadata and provider fields such as reasoning blocks survive untouched) and only the
+memory message is new, marked in its ``response_metadata`` (never sent to a provider).
+:data:`CODEC` is this module as the core's :class:`~flexamem_core.host.HostCodec`.
 """
 
 from __future__ import annotations
@@ -24,11 +26,14 @@ from langchain_core.messages import (
     SystemMessage,
     ToolMessage,
 )
+from langchain_core.utils.function_calling import convert_to_openai_tool
 
-from flexamem_core import Message, MessageError, ToolCall
+from flexamem_core import FlexAMem, Message, MessageError, ToolCall
+from flexamem_core.host import MEMORY_ID, is_marked, mark
+from flexamem_core.render import message_tokens
 
-#: Id of the rendered memory message; it never enters the graph state.
-MEMORY_MESSAGE_ID = "flexamem-memory"
+#: Id of the rendered memory message (the core's); it never enters the graph state.
+MEMORY_MESSAGE_ID = MEMORY_ID
 
 _CHAT_ROLES = {"system": "system", "developer": "system", "user": "user", "human": "user",
                "assistant": "assistant", "ai": "assistant", "tool": "tool"}
@@ -135,17 +140,15 @@ def to_core(messages: Sequence[BaseMessage]) -> Converted:
 
 
 def is_memory_message(message: BaseMessage | Message) -> bool:
-    """True for the rendered memory message (LangChain or core form)."""
-    if isinstance(message, Message):
-        return message.metadata.get("flexamem") == "memory"
-    return message.id == MEMORY_MESSAGE_ID and message.text.startswith("<memory>")
+    """True for the rendered memory message (LangChain or core form), by the core's mark."""
+    return is_marked(message.metadata if isinstance(message, Message) else message.response_metadata)
 
 
 def from_core_message(message: Message) -> BaseMessage:
     """A new LangChain message for a core message that has no original (memory, or made by the core)."""
     content: Any = message.content if isinstance(message.content, str) else [dict(p) for p in message.content]
     if is_memory_message(message):
-        return HumanMessage(content=message.text, id=MEMORY_MESSAGE_ID)
+        return HumanMessage(content=message.text, id=MEMORY_MESSAGE_ID, response_metadata=mark())
     if message.role == "system":
         return SystemMessage(content=content, id=message.id)
     if message.role == "user":
@@ -177,3 +180,43 @@ def to_langchain(rendered: Sequence[Message], converted: Converted) -> list[Base
                 original = candidate
         out.append(original if original is not None else from_core_message(m))
     return out
+
+
+def as_system_message(system_prompt: str | BaseMessage | None) -> SystemMessage | None:
+    """Normalise a system prompt given as text or message (``None`` stays ``None``)."""
+    if system_prompt is None or system_prompt == "":
+        return None
+    if isinstance(system_prompt, SystemMessage):
+        return system_prompt
+    if isinstance(system_prompt, str):
+        return SystemMessage(content=system_prompt)
+    if isinstance(system_prompt, BaseMessage):
+        return SystemMessage(content=system_prompt.content)
+    raise TypeError(f"system_prompt must be str or SystemMessage, got {type(system_prompt).__name__}")
+
+
+def system_tokens(mem: FlexAMem, system_prompt: str | BaseMessage | None) -> int:
+    """Tokens of a system prompt the model node sends apart from the history (0 for none)."""
+    system = as_system_message(system_prompt)
+    return message_tokens(to_core_message(system), mem.tokenizer) if system is not None else 0
+
+
+def tool_schema(tool: Any) -> dict[str, Any]:
+    """The schema ``bind_tools`` sends for most providers (OpenAI function JSON); a dict as given."""
+    return dict(tool) if isinstance(tool, Mapping) else convert_to_openai_tool(tool)
+
+
+class LangChainCodec:
+    """LangChain messages <-> core messages, for :func:`flexamem_core.host.render_host`."""
+
+    def to_core(self, messages: Sequence[BaseMessage]) -> Converted:
+        return to_core(messages)
+
+    def to_host(self, rendered: Sequence[Message], converted: Converted) -> list[BaseMessage]:
+        return to_langchain(rendered, converted)
+
+    def tool_schema(self, tool: Any) -> dict[str, Any]:
+        return tool_schema(tool)
+
+
+CODEC = LangChainCodec()

@@ -14,6 +14,7 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
+from flexamem_core.host import check_budget as check_tokens
 from flexamem_core.logs import warn_once
 
 if TYPE_CHECKING:
@@ -38,9 +39,7 @@ def check_budget(budget: BudgetSpec) -> BudgetSpec:
         if not isinstance(fraction, (int, float)) or isinstance(fraction, bool) or not 0 < fraction <= 1:
             raise ValueError(f"budget fraction must be in (0, 1], got {fraction!r}")
         return ("fraction", float(fraction))
-    if not isinstance(budget, int) or isinstance(budget, bool) or budget <= 0:
-        raise ValueError(f"budget must be a positive int or ('fraction', x), got {budget!r}")
-    return budget
+    return check_tokens(budget, "budget (tokens, or ('fraction', x))")
 
 
 def profile_input_tokens(model: Any) -> int | None:

@@ -20,9 +20,10 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 
+from flexamem_core.host import extra_tokens_of
 from flexamem_core.stores import check_namespace
 
-from .budget import extra_tokens
+from .convert import CODEC, system_tokens
 from .defaults import BudgetSpec, check_budget, resolve_budget
 from .namespaces import resolve_namespace
 from .render import LangChainRender, RenderCallback, arender_langchain, mem_for, render_langchain
@@ -67,7 +68,7 @@ class FlexAMemRenderer:
 
     def _extra_tokens(self) -> int:
         if self._extra is None:
-            self._extra = extra_tokens(self.mem, self.system_prompt, self.tools)
+            self._extra = system_tokens(self.mem, self.system_prompt) + extra_tokens_of(self.mem, CODEC, self.tools)
         return self._extra
 
     def _budget(self) -> int | None:

@@ -8,6 +8,7 @@ the complete history, and only the model call sees the rendered one.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, cast
 
@@ -16,7 +17,7 @@ from langchain_core.messages import AnyMessage
 
 from flexamem_core.stores import check_namespace
 
-from .budget import extra_tokens
+from .convert import system_tokens
 from .defaults import BudgetSpec, check_budget, resolve_budget
 from .namespaces import resolve_namespace
 from .render import LangChainRender, RenderCallback, arender_langchain, mem_for, render_langchain
@@ -51,33 +52,30 @@ class FlexAMemMiddleware(AgentMiddleware):
         self.count_tools = count_tools
         self.on_render = on_render
 
-    def _plan(self, request: ModelRequest) -> tuple[str, int, int | None]:
-        namespace = resolve_namespace(self.namespace, request.runtime)
-        tools = request.tools if self.count_tools else ()
-        return (namespace, extra_tokens(self.mem, request.system_message, tools),
-                resolve_budget(self.budget, request.model, self.mem))
+    def _call(self, request: ModelRequest) -> dict[str, Any]:
+        """Where this request's history is rendered for: thread, budget, what it sends apart."""
+        return {"namespace": resolve_namespace(self.namespace, request.runtime),
+                "budget": resolve_budget(self.budget, request.model, self.mem),
+                "tools": request.tools if self.count_tools else (),
+                "extra_tokens": system_tokens(self.mem, request.system_message)}
 
     def _apply(self, request: ModelRequest, outcome: LangChainRender) -> ModelRequest:
         if self.on_render is not None:
             self.on_render(outcome)
-        if outcome.rendered.passthrough:
-            return request
-        return request.override(messages=cast("list[AnyMessage]", outcome.messages))
+        sent = outcome.messages
+        if len(sent) == len(request.messages) and all(map(operator.is_, sent, request.messages)):
+            return request  # passed through as given
+        return request.override(messages=cast("list[AnyMessage]", sent))
 
     def wrap_model_call(self, request: ModelRequest,
                         handler: Callable[[ModelRequest], ModelResponse]) -> Any:
         if not request.messages:
             return handler(request)
-        namespace, extra, budget = self._plan(request)
-        outcome = render_langchain(self.mem, request.messages, namespace=namespace,
-                                   budget=budget, extra_tokens=extra)
-        return handler(self._apply(request, outcome))
+        return handler(self._apply(request, render_langchain(self.mem, request.messages, **self._call(request))))
 
     async def awrap_model_call(self, request: ModelRequest,
                                handler: Callable[[ModelRequest], Awaitable[ModelResponse]]) -> Any:
         if not request.messages:
             return await handler(request)
-        namespace, extra, budget = self._plan(request)
-        outcome = await arender_langchain(self.mem, request.messages, namespace=namespace,
-                                          budget=budget, extra_tokens=extra)
+        outcome = await arender_langchain(self.mem, request.messages, **self._call(request))
         return await handler(self._apply(request, outcome))

@@ -1,36 +1,30 @@
 """Render a LangChain history through FlexA-Mem: the step every LangGraph form shares.
 
 The middleware, the ``pre_model_hook`` and the StateGraph helpers differ only in where
-they find the history, the system prompt, the tools and the thread; all of them call
-:func:`render_langchain` (or its async twin) and hand the result to the model.
+they find the history, the system prompt, the tools and the thread; all of them call the
+core's :func:`~flexamem_core.host.render_host` (or its async twin) with this adapter's
+codec, through :func:`render_langchain`, and hand the result to the model.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import BaseMessage
 
-from .convert import to_core, to_langchain
+from flexamem_core.host import HostRender, arender_host, render_host
+
+from .convert import CODEC
 
 if TYPE_CHECKING:
-    from flexamem_core import FlexAMem, Rendered
+    from flexamem_core import FlexAMem
 
+#: What one render produced: ``messages`` to send, the core's ``rendered``, ``namespace``, ``report``.
+LangChainRender = HostRender[BaseMessage]
 
-@dataclass(frozen=True)
-class LangChainRender:
-    """What one render produced: the messages to send and the core's render."""
-
-    messages: list[BaseMessage]
-    rendered: Rendered
-    namespace: str
-
-    @property
-    def report(self) -> dict[str, Any]:
-        """The core's JSON-serialisable render report (what was shown, at which resolution, why)."""
-        return self.rendered.report
+#: Called after every render, e.g. to log ``outcome.report`` or collect token counts.
+RenderCallback = Callable[[LangChainRender], None]
 
 
 def default_mem() -> FlexAMem:
@@ -53,25 +47,20 @@ def mem_for(mem: FlexAMem | None, token_counter: Any = None) -> FlexAMem:
     return FlexAMem(tokenizer=TokenCounterTokenizer(token_counter))
 
 
-#: Called after every render, e.g. to log ``outcome.report`` or collect token counts.
-RenderCallback = Callable[[LangChainRender], None]
-
-
 def render_langchain(mem: FlexAMem, messages: Sequence[BaseMessage], *, namespace: str,
-                     budget: int | None = None, extra_tokens: int = 0,
-                     query: str | None = None) -> LangChainRender:
-    """Render ``messages`` for one model call; the input list and its messages are not touched."""
-    converted = to_core(messages)
-    rendered = mem.render(converted.messages, namespace=namespace, budget=budget, query=query,
-                          extra_tokens=extra_tokens)
-    return LangChainRender(to_langchain(rendered.messages, converted), rendered, namespace)
+                     budget: int | None = None, extra_tokens: int = 0, query: str | None = None,
+                     tools: Iterable[Any] | None = None) -> LangChainRender:
+    """Render ``messages`` for one model call; the input list and its messages are not touched.
+
+    ``tools`` (LangChain tools or schema dicts) and ``extra_tokens`` (a system prompt sent
+    apart) count in the budget."""
+    return render_host(mem, CODEC, messages, namespace=namespace, budget=budget, query=query, tools=tools,
+                       extra_tokens=extra_tokens)
 
 
 async def arender_langchain(mem: FlexAMem, messages: Sequence[BaseMessage], *, namespace: str,
-                            budget: int | None = None, extra_tokens: int = 0,
-                            query: str | None = None) -> LangChainRender:
+                            budget: int | None = None, extra_tokens: int = 0, query: str | None = None,
+                            tools: Iterable[Any] | None = None) -> LangChainRender:
     """Async twin of :func:`render_langchain` (the core renders in a worker thread)."""
-    converted = to_core(messages)
-    rendered = await mem.arender(converted.messages, namespace=namespace, budget=budget, query=query,
-                                 extra_tokens=extra_tokens)
-    return LangChainRender(to_langchain(rendered.messages, converted), rendered, namespace)
+    return await arender_host(mem, CODEC, messages, namespace=namespace, budget=budget, query=query,
+                              tools=tools, extra_tokens=extra_tokens)

@@ -9,7 +9,7 @@ agent.run("...", memory=memory)
 """
 
 from .agent import AgentMemory, agent_memory
-from .convert import from_core, from_core_list, to_core, to_core_list, tool_calls_of
+from .convert import LlamaIndexCodec, from_core, from_core_list, to_core, to_core_list, tool_calls_of
 from .llm import FlexAMemLLM
 from .memory import FlexAMemory, LastGet
 from .presets import config_for
@@ -20,6 +20,7 @@ __all__ = [
     "FlexAMemLLM",
     "FlexAMemory",
     "LastGet",
+    "LlamaIndexCodec",
     "StoreURLError",
     "agent_memory",
     "config_for",

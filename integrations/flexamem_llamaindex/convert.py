@@ -6,13 +6,17 @@ newer OpenAI) or in ``additional_kwargs["tool_calls"]`` (older OpenAI-style inte
 OpenAI SDK objects, plain dicts, or ``ToolSelection``). Tool results are role ``tool``
 with ``additional_kwargs["tool_call_id"]``. Both directions read the host message and
 never write to it: messages that come back unchanged are deep copies of the originals
-(agents edit returned messages in place), and only the memory message is new.
+(agents edit returned messages in place), and only the memory message is new. It carries
+no mark: a ``ChatMessage`` has no field that is not sent (OpenAI-style integrations send
+``additional_kwargs`` with the message), so the memory is read from ``last_render``.
+:class:`LlamaIndexCodec` is this module as the core's :class:`~flexamem_core.host.HostCodec`.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from llama_index.core.base.llms.types import (
@@ -169,3 +173,43 @@ def from_core_list(messages: Sequence[Message], originals: Sequence[ChatMessage]
 def copy_messages(messages: Sequence[ChatMessage]) -> list[ChatMessage]:
     """Deep copies, so the host can edit what it gets without touching what is stored."""
     return [m.model_copy(deep=True) for m in messages]
+
+
+@dataclass(frozen=True)
+class ChatConverted:
+    """Core messages and the host messages they map back to (by position)."""
+
+    messages: list[Message]
+    originals: list[ChatMessage]
+
+
+def core_history(prefix: Sequence[ChatMessage], log: Sequence[ChatMessage],
+                 tail: Sequence[ChatMessage] = ()) -> ChatConverted:
+    """Core messages for ``prefix + log + tail`` and the originals they map back to.
+
+    Log and tail messages are numbered as positions of the chat log (``m0``, ``m1``, ...;
+    the tail continues the log, where the agent will put it when the run finishes), so the
+    memory and the LLM wrapper key ingestion the same way; prefix messages (an agent's
+    system prompt) get ``p0``, ``p1``, ...
+    """
+    originals = [*prefix, *log, *tail]
+    core = [to_core(m, i, f"p{i}") for i, m in enumerate(prefix)]
+    core += [to_core(m, len(prefix) + j, f"m{j}") for j, m in enumerate([*log, *tail])]
+    return ChatConverted(core, originals)
+
+
+class LlamaIndexCodec:
+    """LlamaIndex messages <-> core messages; the first ``prefix`` messages are the agent's own."""
+
+    def __init__(self, prefix: int = 0) -> None:
+        self.prefix = prefix
+
+    def to_core(self, messages: Sequence[ChatMessage]) -> ChatConverted:
+        return core_history(messages[:self.prefix], messages[self.prefix:])
+
+    def to_host(self, rendered: Sequence[Message], converted: ChatConverted) -> list[ChatMessage]:
+        return from_core_list(rendered, converted.originals)
+
+    def tool_schema(self, tool: Any) -> dict[str, Any]:
+        """The OpenAI function schema LlamaIndex's function-calling LLMs send for a tool."""
+        return tool.metadata.to_openai_tool(skip_length_check=True)

@@ -11,7 +11,6 @@ rendered list; tools, tool choice and parsing of tool calls are delegated unchan
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -31,10 +30,11 @@ from llama_index.core.llms.function_calling import FunctionCallingLLM
 from llama_index.core.llms.llm import LLM, ToolSelection
 
 from flexamem_core import FlexAMem
+from flexamem_core.host import HostRender, arender_host, check_budget, render_host
 
+from .convert import LlamaIndexCodec
 from .memory import FlexAMemory
 from .presets import config_for
-from .rendering import ChatRender, arender_chat, render_chat
 from .unbounded import mark_wrapped
 
 if TYPE_CHECKING:
@@ -55,9 +55,7 @@ class FlexAMemLLM(FunctionCallingLLM):
     def __init__(self, llm: LLM, memory: FlexAMemory, budget: int | None = None, **kwargs: Any) -> None:
         if not isinstance(memory, FlexAMemory):
             raise TypeError(f"memory must be a FlexAMemory, got {type(memory).__name__}")
-        if budget is not None and budget <= 0:
-            raise ValueError("budget must be positive")
-        super().__init__(llm=llm, memory=memory, budget=budget,
+        super().__init__(llm=llm, memory=memory, budget=check_budget(budget),
                          callback_manager=kwargs.pop("callback_manager", None) or llm.callback_manager,
                          **kwargs)
 
@@ -121,31 +119,25 @@ class FlexAMemLLM(FunctionCallingLLM):
         last = self.memory.last_get()
         return last.query if last is not None else None
 
-    def _schema_tokens(self, tools: Sequence[BaseTool] | None) -> int:
-        if not tools:
-            return 0
-        schemas = [t.metadata.to_openai_tool(skip_length_check=True) for t in tools]
-        return self.engine.tokenizer.count(json.dumps(schemas, sort_keys=True, default=str))
-
-    def _keep(self, result: ChatRender) -> list[ChatMessage]:
+    def _keep(self, result: HostRender[ChatMessage]) -> list[ChatMessage]:
         self._last_render = result.rendered
         self._renders += 1
         mark_wrapped(self.memory)
         return result.messages
 
-    def render(self, messages: Sequence[ChatMessage], tools: Sequence[BaseTool] | None = None) -> list[ChatMessage]:
-        """The messages the inner LLM would receive for ``messages`` (copies)."""
+    def _call(self, messages: Sequence[ChatMessage], tools: Sequence[BaseTool] | None) -> dict[str, Any]:
+        """The core's arguments for one call: the memory's output swapped for the complete log."""
         prefix, log, tail = self._split(messages)
-        return self._keep(render_chat(self.engine, self.namespace, prefix, log, tail,
-                                      query=self._query(), budget=self.budget,
-                                      extra_tokens=self._schema_tokens(tools)))
+        return {"mem": self.engine, "codec": LlamaIndexCodec(prefix=len(prefix)), "messages": [*prefix, *log, *tail],
+                "namespace": self.namespace, "query": self._query(), "budget": self.budget, "tools": tools}
+
+    def render(self, messages: Sequence[ChatMessage], tools: Sequence[BaseTool] | None = None) -> list[ChatMessage]:
+        """The messages the inner LLM would receive for ``messages`` (copies); ``tools`` count."""
+        return self._keep(render_host(**self._call(messages, tools)))
 
     async def arender(self, messages: Sequence[ChatMessage],
                       tools: Sequence[BaseTool] | None = None) -> list[ChatMessage]:
-        prefix, log, tail = self._split(messages)
-        return self._keep(await arender_chat(self.engine, self.namespace, prefix, log, tail,
-                                             query=self._query(), budget=self.budget,
-                                             extra_tokens=self._schema_tokens(tools)))
+        return self._keep(await arender_host(**self._call(messages, tools)))
 
     # -- chat: render, then delegate ------------------------------------------------------
 

@@ -27,13 +27,13 @@ from llama_index.core.storage.chat_store import BaseChatStore, SimpleChatStore
 from llama_index.core.storage.chat_store.loading import RECOGNIZED_CHAT_STORES
 
 from flexamem_core import Embedder, FlexAMem, FlexAMemConfig, RecordWriter, Store, Tokenizer
+from flexamem_core.host import HostRender, arender_host, check_budget, render_host
 from flexamem_core.logs import warn_once
 from flexamem_core.stores import check_namespace
 
-from .convert import copy_messages
+from .convert import LlamaIndexCodec, copy_messages
 from .engines import engine_for, register_engine
 from .presets import CONTEXT_WINDOW_SHARE, DEFAULT_BUDGET, Kind, config_for
-from .rendering import ChatRender, arender_chat, render_chat
 from .store_urls import url_for
 from .unbounded import check_loop
 
@@ -96,9 +96,7 @@ class FlexAMemory(BaseChatStoreMemory):
         check_namespace(namespace)
         if budget is not None and token_limit is not None and budget != token_limit:
             raise ValueError("pass budget or token_limit, not two different values")
-        budget = budget if budget is not None else token_limit
-        if budget is not None and (not isinstance(budget, int) or isinstance(budget, bool) or budget <= 0):
-            raise ValueError(f"budget (token_limit) must be a positive integer, got {budget!r}")
+        budget = check_budget(budget if budget is not None else token_limit, "budget (token_limit)")
         if config is None:
             if budget is None:
                 budget = default_budget(llm)
@@ -201,18 +199,16 @@ class FlexAMemory(BaseChatStoreMemory):
         """The log rendered for the budget; ``input`` is the query, ``initial_token_count``
         the tokens the caller adds (system prompt, tool schemas) and that count in the budget."""
         log = self.chat_store.get_messages(self.chat_store_key)
-        result = render_chat(self.engine, self.namespace, (), log, query=_query(input),
-                             extra_tokens=initial_token_count)
-        return self._keep(result, input)
+        return self._keep(render_host(self.engine, LlamaIndexCodec(), log, namespace=self.namespace,
+                                      query=_query(input), extra_tokens=initial_token_count), input)
 
     async def aget(self, input: str | None = None, initial_token_count: int = 0,
                    **kwargs: Any) -> list[ChatMessage]:
         log = await self.chat_store.aget_messages(self.chat_store_key)
-        result = await arender_chat(self.engine, self.namespace, (), log, query=_query(input),
-                                    extra_tokens=initial_token_count)
-        return self._keep(result, input)
+        return self._keep(await arender_host(self.engine, LlamaIndexCodec(), log, namespace=self.namespace,
+                                             query=_query(input), extra_tokens=initial_token_count), input)
 
-    def _keep(self, result: ChatRender, input: str | None) -> list[ChatMessage]:
+    def _keep(self, result: HostRender[ChatMessage], input: str | None) -> list[ChatMessage]:
         self._last_render = result.rendered
         with _last_lock:
             _last_gets[self.handle_key] = LastGet(self, list(result.messages), _query(input))

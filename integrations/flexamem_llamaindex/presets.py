@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from flexamem_core import FlexAMemConfig
+from flexamem_core.host import BudgetError, check_budget
 
 Kind = Literal["chat", "agent"]
 
@@ -37,8 +38,8 @@ def config_for(kind: Kind, budget: int, **overrides: Any) -> FlexAMemConfig:
     """The config of a preset with a budget; ``overrides`` are any other FlexAMemConfig settings."""
     if kind not in _KIND_SETTINGS:
         raise ValueError(f"unknown memory kind {kind!r}; expected 'chat' or 'agent'")
-    if not isinstance(budget, int) or budget <= 0:
-        raise ValueError(f"budget must be a positive integer, got {budget!r}")
+    if check_budget(budget) is None:
+        raise BudgetError("budget must be a positive integer, got None")
     defaults = FlexAMemConfig()
     units = {"reader_unit_tokens": min(defaults.reader_unit_tokens, max(1, budget // 4)),
              "agent_unit_tokens": min(defaults.agent_unit_tokens, max(1, budget // 4))}

@@ -19,8 +19,7 @@ from llama_index.core.base.llms.types import ChatMessage, MessageRole
 
 from flexamem_core.logs import warn_once
 
-from .convert import tool_calls_of
-from .rendering import core_history
+from .convert import core_history, tool_calls_of
 
 if TYPE_CHECKING:
     from .memory import FlexAMemory
@@ -48,7 +47,7 @@ def check_loop(memory: FlexAMemory, added: Sequence[ChatMessage]) -> int | None:
         sent = sent[:-1]  # the final answer was the reply, not part of any request
     if last is None or not sent:
         return None
-    core, _ = core_history((), [*last.output, *sent])
+    core = core_history((), [*last.output, *sent]).messages
     engine = memory.engine
     tokens = engine.count_messages(core)
     if tokens <= engine.config.effective_budget:

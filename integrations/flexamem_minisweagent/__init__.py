@@ -17,12 +17,14 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .agent import FlexAMemAgent
-    from .convert import ConvertedHistory, is_memory_dict, to_core, to_host
+    from .convert import CODEC, ConvertedHistory, MiniSweAgentCodec, is_memory_dict, to_core, to_host
     from .model import FlexAMemModel
     from .settings import FlexAMemSettings
 
 _EXPORTS = {
+    "CODEC": ".convert",
     "ConvertedHistory": ".convert",
+    "MiniSweAgentCodec": ".convert",
     "FlexAMemAgent": ".agent",
     "FlexAMemModel": ".model",
     "FlexAMemSettings": ".settings",
@@ -32,10 +34,12 @@ _EXPORTS = {
 }
 
 __all__ = [
+    "CODEC",
     "ConvertedHistory",
     "FlexAMemAgent",
     "FlexAMemModel",
     "FlexAMemSettings",
+    "MiniSweAgentCodec",
     "is_memory_dict",
     "to_core",
     "to_host",

@@ -13,7 +13,9 @@ of three shapes depending on the model class:
 Every message gets its position in the list as id: the list is append-only, so the id of a
 message never changes, which is what keyed ingestion needs. The rendered context is
 translated back by id, so the model receives the agent's own dicts for everything that is
-shown unchanged and one new memory dict in the shape of the history.
+shown unchanged and one new memory dict in the shape of the history, marked in its
+``extra`` (which mini-swe-agent's model classes never send). :data:`CODEC` is this module
+as the core's :class:`~flexamem_core.host.HostCodec`.
 """
 
 from __future__ import annotations
@@ -24,12 +26,12 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from flexamem_core import Message, MessageError, ToolCall
+from flexamem_core.host import is_marked, mark
 
 Style = Literal["chat", "responses"]
 
 #: Roles mini-swe-agent writes that never reach a model (the run's final record).
 SKIPPED_ROLES = frozenset({"exit"})
-MEMORY_MARK = "memory"
 
 
 @dataclass(frozen=True)
@@ -172,8 +174,8 @@ def memory_dict(text: str, style: Style) -> dict[str, Any]:
     """The memory message in the shape of the host's history (``extra`` is never sent)."""
     if style == "responses":
         return {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}],
-                "extra": {"flexamem": MEMORY_MARK}}
-    return {"role": "user", "content": text, "extra": {"flexamem": MEMORY_MARK}}
+                "extra": mark()}
+    return {"role": "user", "content": text, "extra": mark()}
 
 
 def _fallback_dict(message: Message, style: Style) -> dict[str, Any]:
@@ -211,7 +213,7 @@ def to_host(rendered: Sequence[Message], converted: ConvertedHistory) -> list[Ma
     index = {m.id: m for m in converted.messages if m.id is not None}
     out: list[Mapping[str, Any]] = []
     for message in rendered:
-        if (message.metadata or {}).get("flexamem") == MEMORY_MARK:
+        if is_marked(message.metadata):
             out.append(memory_dict(message.text, converted.style))
             continue
         source = index.get(message.id) if message.id is not None else None
@@ -231,6 +233,18 @@ def to_host(rendered: Sequence[Message], converted: ConvertedHistory) -> list[Ma
 
 
 def is_memory_dict(message: Mapping[str, Any]) -> bool:
-    """Whether a host dict is the FlexA-Mem memory message."""
-    extra = message.get("extra")
-    return isinstance(extra, Mapping) and extra.get("flexamem") == MEMORY_MARK
+    """Whether a host dict is the FlexA-Mem memory message (the core's mark in its ``extra``)."""
+    return is_marked(message.get("extra"))
+
+
+class MiniSweAgentCodec:
+    """mini-swe-agent's message dicts <-> core messages, for :func:`flexamem_core.host.render_host`."""
+
+    def to_core(self, messages: Sequence[Mapping[str, Any]]) -> ConvertedHistory:
+        return to_core(messages)
+
+    def to_host(self, rendered: Sequence[Message], converted: ConvertedHistory) -> list[Mapping[str, Any]]:
+        return to_host(rendered, converted)
+
+
+CODEC = MiniSweAgentCodec()

@@ -31,10 +31,11 @@ from minisweagent.exceptions import FormatError
 from minisweagent.models import GLOBAL_MODEL_STATS, get_model_class
 from minisweagent.utils.serialize import recursive_merge
 
-from flexamem_core import FlexAMem, Rendered
+from flexamem_core import FlexAMem
+from flexamem_core.host import render_host
 from flexamem_core.stores import check_namespace
 
-from .convert import ConvertedHistory, to_core, to_host
+from .convert import CODEC, ConvertedHistory
 from .defaults import run_budget
 from .settings import FlexAMemSettings, LitellmChat, build_memory
 from .tools import tool_schema_tokens
@@ -145,7 +146,7 @@ class FlexAMemModel:
     def extra_tokens(self) -> int:
         """Tokens of the tool schemas the inner model sends along with the messages."""
         if self._extra_tokens is None:
-            self._extra_tokens = tool_schema_tokens(type(self.inner), self.memory.tokenizer.count)
+            self._extra_tokens = tool_schema_tokens(type(self.inner), self.memory.tokenizer)
         return self._extra_tokens
 
     def render(self, messages: Sequence[Mapping[str, Any]]) -> tuple[list[Mapping[str, Any]], dict[str, Any]]:
@@ -153,18 +154,18 @@ class FlexAMemModel:
         start = time.perf_counter()
         cost_before = self._writer_chat.cost if self._writer_chat else 0.0
         calls_before = self._writer_chat.calls if self._writer_chat else 0
-        converted = to_core(messages)
-        namespace = self.namespace_for(converted)
-        rendered: Rendered = self.memory.render(converted.messages, namespace=namespace,
-                                                budget=self.budget, extra_tokens=self.extra_tokens())
-        host = to_host(rendered.messages, converted)
+        outcome = render_host(self.memory, CODEC, messages, namespace=self.namespace_for, budget=self.budget,
+                              extra_tokens=self.extra_tokens())
+        rendered, host = outcome.rendered, outcome.messages
         cost = (self._writer_chat.cost - cost_before) if self._writer_chat else 0.0
-        report = rendered.report if self.settings.report == "full" else _summary(rendered.report)
+        report = outcome.report if self.settings.report == "full" else _summary(outcome.report)
+        tokens = rendered.tokens if rendered is not None else 0
+        passed = rendered is None or rendered.passthrough
         info = {
-            "namespace": namespace,
+            "namespace": outcome.namespace,
             "budget": self.budget,
-            "passthrough": rendered.passthrough,
-            "tokens": rendered.tokens,
+            "passthrough": passed,
+            "tokens": tokens,
             "tool_schema_tokens": self.extra_tokens(),
             "messages_in": len(messages),
             "messages_sent": len(host),
@@ -174,9 +175,9 @@ class FlexAMemModel:
             "report": report,
         }
         self.stats["queries"] += 1
-        self.stats["rendered"] += 0 if rendered.passthrough else 1
+        self.stats["rendered"] += 0 if passed else 1
         self.stats["flexamem_cost"] += cost
-        self.stats["tokens_sent"] += rendered.tokens
+        self.stats["tokens_sent"] += tokens
         if cost > 0:
             GLOBAL_MODEL_STATS.add(cost)  # FlexA-Mem's own LLM calls count towards the global limit
         return host, info

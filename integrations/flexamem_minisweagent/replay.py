@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
 from flexamem_core import FlexAMem, Message, MessageError
+from flexamem_core.host import is_marked
 from flexamem_core.messages import message_text
 from flexamem_core.prompt_cache import CACHED_PRICE, NEW_PRICE, call_cost, common_prefix_tokens
 
@@ -110,7 +111,7 @@ def replay(trajectory: Mapping[str, Any], budget: int, *, memory: FlexAMem | Non
     # The live wrapper's settings (FlexAMemSettings: pin_user_turn off), so replay sends what it sent.
     memory = memory or FlexAMem(FlexAMemSettings(mode=mode).core_config(budget))
     if tool_tokens is None:
-        tool_tokens = tool_schema_tokens(model_class_path(trajectory), memory.tokenizer.count,
+        tool_tokens = tool_schema_tokens(model_class_path(trajectory), memory.tokenizer,
                                          str(trajectory.get("trajectory_format") or ""))
     seed = json.dumps([trajectory.get("instance_id"), len(messages), budget], default=str)
     namespace = "replay-" + hashlib.sha256(seed.encode()).hexdigest()[:12]
@@ -168,7 +169,7 @@ def print_text(steps: Sequence[Mapping[str, Any]], budget: int, out: TextIO, *, 
         if summary:
             continue
         for msg in step["rendered"]:
-            label = "memory" if (msg.get("metadata") or {}).get("flexamem") == "memory" else f"#{msg.get('id')}"
+            label = "memory" if is_marked(msg.get("metadata")) else f"#{msg.get('id')}"
             print(f"--- [{label} {msg['role']}]", file=out)
             print(_cut(message_text(Message.from_dict(msg)), max_chars), file=out)
         if step["report"]:

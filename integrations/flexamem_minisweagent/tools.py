@@ -7,9 +7,12 @@ put the command in a code block) send no tools.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+from flexamem_core.host import tool_schema_tokens as schema_tokens
+
+if TYPE_CHECKING:
+    from flexamem_core import Tokenizer
 
 Kind = Literal["text", "toolcall", "response"]
 
@@ -55,8 +58,7 @@ def tool_schema(model_class: type | str, trajectory_format: str | None = None) -
     return BASH_TOOL
 
 
-def tool_schema_tokens(model_class: type | str, count: Callable[[str], int],
-                       trajectory_format: str | None = None) -> int:
-    """Tokens of that schema as JSON (0 for text-based classes)."""
+def tool_schema_tokens(model_class: type | str, tokenizer: Tokenizer, trajectory_format: str | None = None) -> int:
+    """Tokens of the ``tools`` list that schema is sent in, counted by the core (0 for text-based classes)."""
     schema = tool_schema(model_class, trajectory_format)
-    return count(json.dumps(schema)) if schema else 0
+    return schema_tokens([schema] if schema else [], tokenizer)

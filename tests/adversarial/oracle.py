@@ -13,7 +13,7 @@ from flexamem_core import BudgetError, Message
 from flexamem_core.properties import PROPERTIES, Context
 from flexamem_core.tokens import SAFE_WS_RUN
 
-from ..core.checks import independent_tokens, sent_text, structure_problem, unsendable
+from ..core.checks import independent_tokens, sent_calls, sent_text, structure_problem, unsendable
 
 #: Cases checked per invariant, over the whole session (printed by conftest).
 CHECKED: Counter[str] = Counter()
@@ -39,7 +39,7 @@ def check_render(r: Any, source: Sequence[Message], budget: int, extra_tokens: i
     CHECKED[f"renders of {origin} histories"] += 1
     b_bar = int(budget * 0.95)
     check("within_budget", r.tokens <= b_bar, where, f"{r.tokens} > {b_bar}")
-    if any(_LONG_WS.search(sent_text(m)) for m in r.messages):
+    if any(_LONG_WS.search(sent_text(m) + sent_calls(m)) for m in r.messages):
         check("counted_as_sent (upper bound)", independent_tokens(r.messages) + extra_tokens <= r.tokens, where)
     else:
         sent = independent_tokens(r.messages) + extra_tokens if r.messages else extra_tokens
@@ -57,13 +57,20 @@ def check_render(r: Any, source: Sequence[Message], budget: int, extra_tokens: i
 
 def check_budget_error(exc: BudgetError, fixed: Sequence[Message], newest: Sequence[Message], budget: int,
                        extra_tokens: int, where: str) -> None:
-    """A BudgetError only when the fixed prompt, with the newest step cut to its bones, cannot fit."""
+    """A BudgetError only when the system prompt, the task (or current turn) and the newest step,
+    both cut to their bones, cannot fit: any message but the system prompt may be cut with the mark."""
     from flexamem_core.tokens import default_tokenizer
 
     tk = default_tokenizer()
-    bones = sum(4 + min(tk.count(m.text), 60) + sum(tk.count(f"[tool call {c.id}] {c.name}({c.arguments})") + 2
-                                                   for c in m.tool_calls) for m in newest)
-    need = independent_tokens(list(fixed)) + extra_tokens + bones + 80  # 80: a pinned turn cut down
+
+    def bones(messages: Sequence[Message]) -> int:
+        return sum(4 + min(tk.count(m.text), 60) + tk.count(sent_calls(m)) + tk.count(m.tool_call_id or "")
+                   for m in messages)
+
+    system = [m for m in fixed if m.role == "system"]
+    prompt = independent_tokens(system) if system else 3
+    task = [m for m in fixed if m.role != "system"]
+    need = prompt + bones(task) + extra_tokens + bones(newest) + 80  # 80: a pinned turn cut down
     check("budget_error_only_when_nothing_fits", need > budget * 0.95, where, f"{exc} (needs ~{need})")
 
 

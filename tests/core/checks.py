@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 from flexamem_core import Message
@@ -39,31 +40,43 @@ _UNSENDABLE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
 
 
 def sent_text(m: Message) -> str:
-    """The text of a message as the provider receives it: the raw fields, nothing cleaned.
+    """The content of a message as the provider receives it: the raw field, nothing cleaned.
 
     Written apart from the library's counter: content as given (text parts joined, other
-    parts as their ``[kind]`` mark, the documented placeholder), then each tool call."""
+    parts as their ``[kind]`` mark, the documented placeholder)."""
     if isinstance(m.content, str):
-        parts = [m.content]
-    else:
-        parts = [str(p.get("text", "")) if str(p.get("type", "unknown")) in ("text", "input_text", "output_text")
-                 or (p.get("type") is None and "text" in p)
-                 else "[" + str(p.get("type", "unknown")).replace("_url", "").replace("input_", "") + "]"
-                 for p in m.content]
-    text = "\n".join(parts)
-    calls = [f"[tool call {c.id or '?'}] {c.name}({c.arguments})" for c in m.tool_calls]
-    return "\n".join(p for p in [text, *calls] if p)
+        return m.content
+    return "\n".join(str(p.get("text", "")) if str(p.get("type", "unknown")) in ("text", "input_text", "output_text")
+                     or (p.get("type") is None and "text" in p)
+                     else "[" + str(p.get("type", "unknown")).replace("_url", "").replace("input_", "") + "]"
+                     for p in m.content)
+
+
+def sent_calls(m: Message) -> str:
+    """The ``tool_calls`` field of a message as the request body carries it (compact JSON, as httpx
+    writes it; ``arguments`` a JSON string inside it), or "" for none."""
+    if not m.tool_calls:
+        return ""
+    return json.dumps([{"id": c.id or "", "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                       for c in m.tool_calls], ensure_ascii=False, separators=(",", ":"))
 
 
 def independent_tokens(messages: list[Message]) -> int:
-    """Tokens of a request as sent: o200k ``encode_ordinary`` of each message's raw text, whole
-    (no chunking), plus the chat format's 4 per message and 3 per request."""
+    """Tokens of a request as sent: o200k ``encode_ordinary`` of each field the message carries,
+    whole (no chunking): its content, its tool calls as JSON, its ``tool_call_id`` and its name
+    (plus one, as OpenAI's cookbook counts a name), and the chat format's 4 per message and 3 per
+    request."""
     from flexamem_core.tokens import load_o200k_encoding
 
     enc = load_o200k_encoding()
     if not messages:
         return 0
-    return 3 + sum(4 + len(enc.encode_ordinary(sent_text(m))) for m in messages)
+    total = 3
+    for m in messages:
+        total += 4 + len(enc.encode_ordinary(sent_text(m))) + len(enc.encode_ordinary(sent_calls(m)))
+        total += len(enc.encode_ordinary(m.tool_call_id or ""))
+        total += 1 + len(enc.encode_ordinary(m.name)) if m.name else 0
+    return total
 
 
 def unsendable(messages: list[Message]) -> list[int]:

@@ -154,8 +154,12 @@ def test_invalid_settings_are_rejected_clearly(settings, field):
 
 
 def test_budget_too_small_for_the_fixed_prompt(mem):
+    # The task is cut with the mark like any oversized message; only the system prompt is never cut.
     history = [{"role": "system", "content": "policy " * 300}, {"role": "user", "content": "TASK " * 300},
                *steps(3)]
+    r = mem(budget=400).render(history)
+    assert r.tokens <= 380 and TRUNCATED in r.messages[1].text and r.report["task_cut_messages"] == 1
+    history[0]["content"] = "policy " * 400
     with pytest.raises(BudgetError, match=r"budget 400 \(usable 380\) is too small for the fixed prompt"):
         mem(budget=400).render(history)
     with pytest.raises(BudgetError):

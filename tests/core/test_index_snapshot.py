@@ -39,6 +39,9 @@ def _same_index(a: NamespaceIndex, b: NamespaceIndex) -> None:
     np.testing.assert_array_equal(a.doc_tokens_array(), b.doc_tokens_array())
     np.testing.assert_array_equal(a.doc_note_array(), b.doc_note_array())
     np.testing.assert_array_equal(a.vectors, b.vectors)
+    np.testing.assert_array_equal(a.piece_vectors, b.piece_vectors)  # one float32 row per piece
+    assert a.piece_vectors.dtype == np.float32 and len(a.piece_vectors) == len(a.doc_unit)
+    assert a.own_piece_vectors == b.own_piece_vectors
     assert a.back_links == b.back_links
     for q in QUERIES:
         np.testing.assert_array_equal(a.bm25.scores(content_words(q)), b.bm25.scores(content_words(q)))

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from flexamem_langgraph import to_core
+from flexamem_langgraph.convert import CODEC, system_tokens
 from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
@@ -18,6 +19,7 @@ from langchain_core.tools import tool
 from pydantic import Field
 
 from flexamem_core import FlexAMem, FlexAMemConfig, InMemoryStore
+from flexamem_core.host import extra_tokens_of
 
 BUDGET = 3000
 SYSTEM_PROMPT = "You are a careful repository investigator. Use the tools, then answer briefly."
@@ -214,6 +216,16 @@ def check_run(received: Sequence[Sequence[BaseMessage]], state: Sequence[BaseMes
     return text
 
 
+def tool_tokens(mem: FlexAMem, tools: Sequence[Any]) -> int:
+    """Tokens of the tool schemas, as the adapter counts them (the core's count of its codec's schemas)."""
+    return extra_tokens_of(mem, CODEC, tools)
+
+
+def extra_tokens(mem: FlexAMem, system_prompt: str | None, tools: Sequence[Any]) -> int:
+    """What the model node sends apart from the history: its system prompt and the tool schemas."""
+    return system_tokens(mem, system_prompt) + tool_tokens(mem, tools)
+
+
 @pytest.fixture(scope="session")
 def lg_tokenizer(request: pytest.FixtureRequest) -> Any:
     """The session tokenizer of tests/conftest.py when it exists, else our own."""
@@ -260,5 +272,6 @@ def lg() -> SimpleNamespace:
         BUDGET=BUDGET, SYSTEM_PROMPT=SYSTEM_PROMPT, TOOLS=TOOLS, ScriptedToolModel=ScriptedToolModel,
         file_text=file_text, suite_log=suite_log, investigation_script=investigation_script,
         task_text=task_text, check_structure=check_structure, memory_messages=memory_messages,
-        tool_outputs=tool_outputs, snapshot=snapshot, check_run=check_run,
+        tool_outputs=tool_outputs, snapshot=snapshot, check_run=check_run, tool_tokens=tool_tokens,
+        extra_tokens=extra_tokens,
     )

@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 from flexamem_langgraph import FlexAMemMiddleware, FlexAMemRenderer, LangChainRender, to_core
-from flexamem_langgraph.budget import tool_tokens
 from flexamem_langgraph.counting import TokenCounterTokenizer
 from flexamem_langgraph.defaults import DEFAULT_FRACTION
 from langchain.agents import create_agent
@@ -45,7 +44,7 @@ def _check_calls(lg: SimpleNamespace, outcomes: list[LangChainRender], model: An
                  budget: int) -> None:
     assert outcomes and {o.report["budget"] for o in outcomes} == {budget}
     assert any(not o.rendered.passthrough for o in outcomes), "the run must outgrow the budget"
-    schemas = tool_tokens(mem, lg.TOOLS)
+    schemas = lg.tool_tokens(mem, lg.TOOLS)
     for call in model.received:  # what the model got, system prompt included, plus the tool schemas
         lg.check_structure(call)
         assert mem.count_messages(to_core(call).messages, extra_tokens=schemas) <= int(budget * 0.95)
@@ -101,7 +100,7 @@ def test_a_langchain_token_counter_counts_every_call(lg) -> None:
     assert isinstance(middleware.mem.tokenizer, TokenCounterTokenizer)
     outcomes, model = _run(lg, middleware, None)
     assert any(not o.rendered.passthrough for o in outcomes)
-    schemas = tool_tokens(middleware.mem, lg.TOOLS)  # counted by the same counter
+    schemas = lg.tool_tokens(middleware.mem, lg.TOOLS)  # counted by the same counter
     for call, outcome in zip(model.received, outcomes, strict=True):
         lg.check_structure(call)
         assert outcome.rendered.tokens <= int(2500 * 0.95)

@@ -10,7 +10,6 @@ from typing import Annotated, Any
 
 import pytest
 from flexamem_langgraph import FlexAMemRenderer, LangChainRender
-from flexamem_langgraph.budget import extra_tokens, tool_tokens
 from langchain_core.messages import AnyMessage, BaseMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langgraph.channels.delta import DeltaChannel
@@ -35,7 +34,7 @@ def test_pre_model_hook_sync_and_async(lg: SimpleNamespace, make_mem: Any, make_
     outcomes: list[LangChainRender] = []
     renderer = FlexAMemRenderer(mem, system_prompt=lg.SYSTEM_PROMPT, tools=lg.TOOLS,
                                 on_render=outcomes.append)
-    extra = extra_tokens(mem, lg.SYSTEM_PROMPT, lg.TOOLS)
+    extra = lg.extra_tokens(mem, lg.SYSTEM_PROMPT, lg.TOOLS)
     model_a, model_b = make_model("orion"), make_model("vega")
     agent_a, agent_b = _react_agent(lg, model_a, renderer), _react_agent(lg, model_b, renderer)
     config_a = {"configurable": {"thread_id": "react-orion"}, "recursion_limit": 100}
@@ -109,7 +108,7 @@ def test_state_graph_render_in_model_node(lg: SimpleNamespace, make_mem: Any, ma
     # context, so the cache-stable request has no room to recover detail outside its window.
     mem = make_mem(cache_stable=False)
     renderer = FlexAMemRenderer(mem, tools=lg.TOOLS)
-    extra = tool_tokens(mem, lg.TOOLS)
+    extra = lg.tool_tokens(mem, lg.TOOLS)
     for tag, other, use_async in (("orion", "vega", False), ("vega", "orion", True)):
         model = make_model(tag)
         state = _run(function_graph(model, renderer), lg, tag, f"fn-{tag}", use_async)
@@ -119,7 +118,7 @@ def test_state_graph_render_in_model_node(lg: SimpleNamespace, make_mem: Any, ma
 def test_state_graph_render_node(lg: SimpleNamespace, make_mem: Any, make_model: Any) -> None:
     mem = make_mem(cache_stable=False)  # the paper's rule, as in the test above
     renderer = FlexAMemRenderer(mem, tools=lg.TOOLS)
-    extra = tool_tokens(mem, lg.TOOLS)
+    extra = lg.tool_tokens(mem, lg.TOOLS)
     for tag, other, use_async in (("orion", "vega", True), ("vega", "orion", False)):
         model = make_model(tag)
         state = _run(node_graph(model, renderer), lg, tag, f"node-{tag}", use_async)
@@ -133,7 +132,7 @@ def test_state_graph_with_delta_channel_history(lg: SimpleNamespace, make_mem: A
     graph = function_graph(model, renderer, state=DeltaState)
     state = _run(graph, lg, "orion", "delta-orion", False)
     lg.check_run(model.received, state, mem, "orion", system_prompt=None,
-                 extra_tokens=tool_tokens(mem, lg.TOOLS))
+                 extra_tokens=lg.tool_tokens(mem, lg.TOOLS))
     restored = graph.get_state({"configurable": {"thread_id": "delta-orion"}}).values["messages"]
     assert [m.id for m in restored] == [m.id for m in state]
 

@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 from flexamem_langgraph import FlexAMemMiddleware, LangChainRender, render_langchain, to_core
-from flexamem_langgraph.budget import extra_tokens, tool_tokens
 from flexamem_langgraph.namespaces import namespace_for_thread, resolve_namespace
 from langchain.agents import create_agent
 from langchain.agents.middleware import HumanInTheLoopMiddleware
@@ -31,7 +30,7 @@ def test_sync_and_async_runs_render_memory_and_keep_threads_apart(lg: SimpleName
     outcomes: list[LangChainRender] = []
     middleware = FlexAMemMiddleware(mem, on_render=outcomes.append)
     saver = InMemorySaver()
-    extra = extra_tokens(mem, lg.SYSTEM_PROMPT, lg.TOOLS)
+    extra = lg.extra_tokens(mem, lg.SYSTEM_PROMPT, lg.TOOLS)
 
     model_a = make_model("orion")
     agent_a = _agent(lg, model_a, middleware, saver)
@@ -64,13 +63,14 @@ def test_budget_counts_system_prompt_and_tool_schemas(lg: SimpleNamespace, make_
     agent = _agent(lg, model, FlexAMemMiddleware(mem, on_render=outcomes.append), InMemorySaver())
     agent.invoke({"messages": [HumanMessage(lg.task_text("vega"))]},
                  {"configurable": {"thread_id": "vega"}, "recursion_limit": 100})
-    schemas = tool_tokens(mem, lg.TOOLS)
+    schemas = lg.tool_tokens(mem, lg.TOOLS)
     assert schemas > 50
     for outcome, call in zip(outcomes, model.received, strict=True):
         assert outcome.rendered.tokens == mem.count_messages(to_core(call).messages, extra_tokens=schemas)
-    # A history that fits the budget alone is no longer passed through once they count.
-    history = agent.get_state({"configurable": {"thread_id": "vega"}}).values["messages"][:6]
-    extra = extra_tokens(mem, lg.SYSTEM_PROMPT, lg.TOOLS)
+    # A history that fits the budget alone is no longer passed through once they count (cut after
+    # a tool result: a history ending in open calls is sent with placeholder results, which count too).
+    history = agent.get_state({"configurable": {"thread_id": "vega"}}).values["messages"][:5]
+    extra = lg.extra_tokens(mem, lg.SYSTEM_PROMPT, lg.TOOLS)
     alone = mem.count_messages(to_core(history).messages)
     budget = math.ceil((alone + extra // 2) / mem.config.safety_margin)
     assert render_langchain(mem, history, namespace="vega-a", budget=budget).rendered.passthrough
@@ -119,7 +119,7 @@ def test_human_in_the_loop_interrupts_and_resumes_intact(lg: SimpleNamespace, ma
         approvals += 1
     assert approvals == 3, "each run_tests call paused for approval"
     lg.check_run(model.received, agent.get_state(config).values["messages"], mem, "orion",
-                 extra_tokens=extra_tokens(mem, lg.SYSTEM_PROMPT, lg.TOOLS))
+                 extra_tokens=lg.extra_tokens(mem, lg.SYSTEM_PROMPT, lg.TOOLS))
 
 
 def test_time_travel_replays_from_an_earlier_checkpoint(lg: SimpleNamespace, make_mem: Any,

@@ -7,16 +7,16 @@ Real ``FunctionAgent`` runs driven by LlamaIndex's ``MockFunctionCallingLLM`` an
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 
 import pytest
-from flexamem_llamaindex import FlexAMemLLM, FlexAMemory, agent_memory, to_core_list
+from flexamem_llamaindex import FlexAMemLLM, FlexAMemory, LlamaIndexCodec, agent_memory, to_core_list
 from li_helpers import Call, ScriptedLLM, add, assert_valid_structure, read_record
 from llama_index.core.agent.workflow import FunctionAgent
 from llama_index.core.tools import FunctionTool
 
 from flexamem_core import logs
+from flexamem_core.host import extra_tokens_of
 
 SYSTEM = "You are an auditor. Read every record you are asked for, then summarise."
 TOOLS = [FunctionTool.from_defaults(read_record), FunctionTool.from_defaults(add)]
@@ -40,8 +40,7 @@ def run_agent(llm, memory: FlexAMemory) -> None:
 
 
 def schema_tokens(memory: FlexAMemory) -> int:
-    schemas = [t.metadata.to_openai_tool(skip_length_check=True) for t in TOOLS]
-    return memory.engine.tokenizer.count(json.dumps(schemas, sort_keys=True, default=str))
+    return extra_tokens_of(memory.engine, LlamaIndexCodec(), TOOLS)  # the tools list as sent
 
 
 def warnings_of(caplog) -> list[str]:

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-import json
 
 import pytest
-from flexamem_llamaindex import FlexAMemLLM, FlexAMemory, to_core_list
+from flexamem_llamaindex import FlexAMemLLM, FlexAMemory, LlamaIndexCodec, to_core_list
 from li_helpers import Call, ScriptedLLM, add, assert_valid_structure, dump, memory_messages, read_record
 from llama_index.core.agent.workflow import FunctionAgent
 from llama_index.core.base.llms.types import ChatMessage, MessageRole, ToolCallBlock
 from llama_index.core.tools import FunctionTool
+
+from flexamem_core.host import extra_tokens_of
 
 BUDGET = 2000
 SYSTEM = "You are an auditor. Read every record you are asked for, then summarise."
@@ -18,8 +19,7 @@ TOOLS = [FunctionTool.from_defaults(read_record), FunctionTool.from_defaults(add
 
 
 def schema_tokens(memory: FlexAMemory) -> int:
-    schemas = [t.metadata.to_openai_tool(skip_length_check=True) for t in TOOLS]
-    return memory.engine.tokenizer.count(json.dumps(schemas, sort_keys=True, default=str))
+    return extra_tokens_of(memory.engine, LlamaIndexCodec(), TOOLS)  # the tools list as sent
 
 
 def long_loop_plan() -> list:

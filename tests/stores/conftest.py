@@ -81,6 +81,7 @@ class Backend:
     persistent: bool = True
     transactional: bool = True  # atomic units and safe concurrent writers
     multi_writer: bool = True  # several processes may append at once, each unit stored once
+    piece_vectors: bool | None = True  # every bundled backend keeps each piece's own vector
     stores: list[Any] = field(default_factory=list)
     first: Any = None
 

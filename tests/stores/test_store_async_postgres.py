@@ -414,3 +414,34 @@ def test_url_options_and_closing(db):
 
     run(body())
     assert "output of step 1 in url" in db.raw_dump()  # written into the schema the URL named
+
+
+def test_a_schema_of_version_2_gains_piece_vectors_in_place(db):
+    """Pieces written before piece vectors keep reading (without one); new ones carry theirs."""
+    import psycopg
+    from psycopg import sql
+
+    sync = PostgresStore(db.base, schema=db.schema)
+    old = make_chain("v2", 2)
+    try:
+        for t in old:
+            sync.write_unit(NS, *t)
+    finally:
+        sync.close()
+    with psycopg.connect(db.base, autocommit=True) as conn:
+        s = sql.Identifier(db.schema)
+        conn.execute(sql.SQL("ALTER TABLE {}.pieces DROP COLUMN embedding").format(s))
+        conn.execute(sql.SQL("DELETE FROM {}.schema_version WHERE version > 2").format(s))
+    upgraded = PostgresStore(db.base, schema=db.schema)
+    try:
+        assert all(p.embedding is None for p in upgraded.iter_pieces(NS))
+        new = make_chain("v3", 1, parent=old[-1][0].key, first_step=3, piece_vectors=True)[0]
+        assert upgraded.write_unit(NS, *new)
+        for got, expected in zip(upgraded.pieces(NS, new[0].key), new[2], strict=True):
+            np.testing.assert_array_equal(got.embedding, expected.embedding)
+    finally:
+        upgraded.close()
+    with psycopg.connect(db.base) as conn:
+        versions = conn.execute(sql.SQL("SELECT version FROM {}.schema_version ORDER BY version").format(
+            sql.Identifier(db.schema))).fetchall()
+    assert versions == [(1,), (2,), (3,)]

@@ -42,14 +42,19 @@ def test_sqlite_of_schema_version_1_is_upgraded_in_place(tmp_path):
     conn = sqlite3.connect(path)
     conn.execute("DROP TABLE index_snapshots")
     conn.execute("DROP TABLE namespace_deletions")
+    conn.execute("ALTER TABLE pieces DROP COLUMN embedding")
     conn.execute("DELETE FROM schema_version WHERE version > 1")
     conn.commit()
     conn.close()
     upgraded = open_store(f"sqlite:///{path}")
     assert [n.unit_key for n in upgraded.notes("ns")] == [t[0].key for t in chain]
-    assert upgraded.schema_version == SCHEMA_VERSION == 2
+    assert upgraded.schema_version == SCHEMA_VERSION == 3
     upgraded.put_index_snapshot("ns", b"x")
     assert upgraded.get_index_snapshot("ns") == b"x"
+    assert all(p.embedding is None for p in upgraded.iter_pieces("ns"))  # written before piece vectors
+    new = make_chain("new", 1, parent=chain[-1][0].key, first_step=3, piece_vectors=True)[0]
+    assert upgraded.write_unit("ns", *new)
+    assert all(p.embedding is not None for p in upgraded.pieces("ns", new[0].key))
 
 
 def test_sqlite_written_by_a_newer_version_is_refused(tmp_path):

@@ -1,0 +1,66 @@
+"""The host boundary: what every framework adapter shares, so an adapter is a codec and a hook.
+
+- :mod:`.marker`: the one mark of the memory message (``mark``, ``is_marked``, ``MEMORY_ID``);
+- :mod:`.wire`: the JSON a request carries (tool calls, tool schemas), written one way;
+- :mod:`.tool_schemas`: tokens of the tool schemas a request carries;
+- :mod:`.budget`: the one budget check and :class:`BudgetError`;
+- :mod:`.codec`: the :class:`HostCodec` protocol an adapter implements;
+- :mod:`.boundary`: :func:`render_host` / :func:`arender_host`, one render, sync and async.
+
+Names are imported on first use: the core's own low-level modules use the marker, the wire
+form and the error without loading the boundary.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .boundary import HostRender, arender_host, extra_tokens_of, render_host
+    from .budget import BudgetError, check_budget, check_extra_tokens, check_room
+    from .codec import Converted, HostCodec, ToolSchemaCodec
+    from .marker import MEMORY_ID, MEMORY_KEY, MEMORY_VALUE, is_marked, mark
+    from .tool_schemas import tool_schema_tokens, tool_schemas
+    from .wire import tool_call_wire, tool_calls_json, wire_json
+
+_EXPORTS = {
+    "HostRender": ".boundary", "arender_host": ".boundary", "extra_tokens_of": ".boundary",
+    "render_host": ".boundary",
+    "BudgetError": ".budget", "check_budget": ".budget", "check_extra_tokens": ".budget", "check_room": ".budget",
+    "Converted": ".codec", "HostCodec": ".codec", "ToolSchemaCodec": ".codec",
+    "MEMORY_ID": ".marker", "MEMORY_KEY": ".marker", "MEMORY_VALUE": ".marker", "is_marked": ".marker",
+    "mark": ".marker",
+    "tool_schema_tokens": ".tool_schemas", "tool_schemas": ".tool_schemas",
+    "tool_call_wire": ".wire", "tool_calls_json": ".wire", "wire_json": ".wire",
+}
+
+__all__ = [
+    "MEMORY_ID",
+    "MEMORY_KEY",
+    "MEMORY_VALUE",
+    "BudgetError",
+    "Converted",
+    "HostCodec",
+    "HostRender",
+    "ToolSchemaCodec",
+    "arender_host",
+    "check_budget",
+    "check_extra_tokens",
+    "check_room",
+    "extra_tokens_of",
+    "is_marked",
+    "mark",
+    "render_host",
+    "tool_call_wire",
+    "tool_calls_json",
+    "tool_schema_tokens",
+    "tool_schemas",
+    "wire_json",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name], __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

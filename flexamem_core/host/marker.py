@@ -1,0 +1,29 @@
+"""The one mark of the memory message, for every host's own metadata field.
+
+The rendered ``<memory>`` message is new: it is not one of the host's messages, and a host
+must be able to tell it apart (to keep it out of its state, to label it in a log) without
+parsing its text. Every side writes the same key and value into the field its message type
+has for data that is never sent to a provider: the core's ``Message.metadata``, LangChain's
+``response_metadata``, mini-swe-agent's ``extra``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+#: Key and value of the mark.
+MEMORY_KEY = "flexamem"
+MEMORY_VALUE = "memory"
+#: Id of the memory message (deterministic, so the request prefix stays cacheable).
+MEMORY_ID = "flexamem-memory"
+
+
+def mark(meta: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """A copy of ``meta`` (or a new dict) carrying the mark."""
+    return {**(meta or {}), MEMORY_KEY: MEMORY_VALUE}
+
+
+def is_marked(meta: object) -> bool:
+    """Whether a metadata field carries the mark (anything that is not a mapping does not)."""
+    return isinstance(meta, Mapping) and meta.get(MEMORY_KEY) == MEMORY_VALUE
