@@ -40,7 +40,8 @@ class FlexAMemConfig(BaseModel):
     timeline_share: float = Field(0.25, ge=0, le=1, description="rho")
     bm25_k1: float = Field(1.2, ge=0)
     bm25_b: float = Field(0.75, ge=0, le=1)
-    piece_vectors: bool = Field(False, description="opt-in (write cost: one embedding per piece): embed every piece once when its unit is written (in the "
+    piece_vectors: bool = Field(False, description="opt-in (one embedding per piece written): embed "
+                                 "every piece once when its unit is written (in the "
                                 "unit's batch) for the dense half of evidence selection; False: pieces "
                                 "use their unit's note vector (cheaper writes, lexical-led selection)")
     fusion: Literal["rrf", "blend", "bm25"] = Field("rrf", description="how BM25 and cosine rankings of "
