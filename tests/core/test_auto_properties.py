@@ -20,7 +20,9 @@ from tests.adversarial.test_adversarial import _budgets, fixed_prompt, run_calls
 from .checks import independent_tokens, structure_problem
 from .strategies import agent_history, conversation
 
-PROPS = settings(deadline=None, suppress_health_check=list(HealthCheck))
+# At most 200 examples under CI: the general property suites run 1,000 over the same invariants.
+PROPS = settings(max_examples=min(200, settings.default.max_examples), deadline=None,
+                 suppress_health_check=list(HealthCheck))
 
 
 @pytest.mark.parametrize("seed", range(4))
