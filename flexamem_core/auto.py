@@ -2,29 +2,30 @@
 whole recovered units and the best pieces (the open problem of the paper's section 6.4).
 
 The rule reads only what a render already has: the call's words (the question, ``query=``,
-a human turn, or the newest step), the ranking of every old piece for them (BM25 fused with
-the pieces' stored cosines, as piece recovery ranks them) and the history kind.
+a human turn, or the newest step), the ranking of every old piece for them (the one piece
+recovery uses: BM25, fused with the pieces' cosines unless ``fusion="bm25"``) and the
+history kind. Its one signal is the *concentration* of that ranking: the share of the
+``top_pieces`` best pieces that lie in the unit holding most of them.
 
 **A question over a history** (``history="reader"``, or a call with a current turn) gets the
-best pieces, as piece recovery does, and the timeline share of the memory depends on how
-sure the ranking is: when the best pieces fall in few units (concentration) or the best
-piece holds most of the question's rare words (coverage), the timeline gets
-``confident_share`` of the room instead of ``rho`` (the trace answers little that a
-confident ranking did not find, and every token it gives up holds evidence); otherwise the
-timeline keeps ``rho``. When one unit holds ``whole_concentration`` of the best pieces, it is
-shown whole first (one verbatim run of all its pieces) if that takes at most ``whole_share``
-of the room, else its turns that hold those pieces, each whole; the best pieces fill the rest.
+best pieces, as piece recovery does, and the timeline's share of the memory depends on how
+sure the ranking is: when ``confident_concentration`` of the best pieces fall in one unit,
+the timeline gets ``confident_share`` of the room instead of ``rho`` (the trace answers
+little that a confident ranking did not find, and every token it gives up holds evidence);
+otherwise it keeps ``rho``. When one unit holds ``whole_concentration`` of the best pieces,
+it is shown whole first (one verbatim run of all its pieces) if that takes at most
+``whole_share`` of the room; the best pieces fill the rest.
 
 **An agent step** (no current turn) keeps its trace: the timeline is merged only as far as
 the units the rule *plans* need, and those take at most ``detail_share`` of the memory.
-Planned, in this order: the unit holding the best match for what a human turn (or
-``query=``) asks; the old unit holding ``step_concentration`` of the best pieces for the
-newest step's words. Each is shown raw when its text fits the share left, else as its best
-pieces (an excerpt of up to ``E`` tokens). The room the timeline leaves is then filled with
-the best pieces for the step (what the next action reuses is most often in the newest old
-units, and the fused ranking finds it there). With nothing planned the timeline takes all
-it needs. A cache-stable request that extends its memory plans the same units (then the
-paper's candidates) for the room it has, by fit-or-degrade.
+Planned, in this order, each only if its raw text fits the share left: the unit holding the
+best match for what a human turn (or ``query=``) asks; the old unit holding
+``step_concentration`` of the best pieces for the newest step's words. A planned unit is
+shown whole (all its pieces, first, one verbatim run); the room the timeline leaves is
+filled with the best pieces for the step (a unit too big to plan still shows its best
+pieces there, ranked by the same words). With nothing planned the timeline takes all it
+needs. A cache-stable request that extends its memory recovers, in the room it has, the
+same units first (raw or as an excerpt) and then the paper's candidates, by fit-or-degrade.
 
 Every choice is reported (``report["auto"]``): the signal values, the thresholds, what was
 planned and why.
@@ -45,7 +46,6 @@ from .index import NamespaceIndex
 from .recovery import (
     Candidate,
     MemoryRender,
-    best_pieces,
     candidates,
     excerpt_scores,
     focus_first,
@@ -67,8 +67,6 @@ class AutoRule:
     top_pieces: int = 10
     #: Readers: at least this share of the best pieces in one unit = a confident ranking.
     confident_concentration: float = 0.3
-    #: Readers: the best piece's BM25 score over the question's IDF mass at least this = confident.
-    confident_coverage: float = 0.6
     #: Readers: the timeline's share of the memory when the ranking is confident (else ``rho``).
     confident_share: float = 0.1
     #: Readers: a unit holding this share of the best pieces is shown whole ...
@@ -76,11 +74,9 @@ class AutoRule:
     #: ... if its raw text takes at most this share of the memory.
     whole_share: float = 0.35
     #: Agents: the units a step plans to recover take at most this share of the memory.
-    detail_share: float = 0.5
+    detail_share: float = 0.6
     #: Agents: a unit holding this share of the best pieces for the newest step is planned.
     step_concentration: float = 0.5
-    piece_words: str = "query"
-    plan_excerpts: bool = True
 
 
 RULE = AutoRule()
@@ -94,8 +90,6 @@ class Signals:
     words: int
     #: Pieces with a lexical match (BM25 > 0) among the old units.
     matched_pieces: int
-    #: Best BM25 piece score over the IDF mass of the call's words (0 .. about 1).
-    coverage: float
     #: Share of the ``top_pieces`` best-ranked pieces that lie in the unit holding most of them.
     concentration: float
     #: That unit (position among the old units), or None.
@@ -108,7 +102,6 @@ class Signals:
     def report(self) -> dict[str, Any]:
         out = asdict(self)
         del out["top_docs"]
-        out["coverage"] = round(self.coverage, 4)
         out["concentration"] = round(self.concentration, 4)
         return out
 
@@ -145,12 +138,10 @@ def signals(notes: Sequence[Note], index: NamespaceIndex, words_text: str, words
     words = content_words(words_text)
     docs, pos_of = _positions(notes, index)
     if len(docs) == 0 or not words:
-        return Signals(words_from, len(words), 0, 0.0, 0.0, None, 0)
+        return Signals(words_from, len(words), 0, 0.0, None, 0)
     bm25 = index.bm25.scores(words)
     lexical = bm25[docs]
     matched = int(np.count_nonzero(lexical > 0))
-    idf_mass = sum(max(0.0, index.bm25.idf(w)) for w in words)
-    coverage = float(lexical.max()) / idf_mass if idf_mass > 0 else 0.0
     if cfg.fusion == "bm25":
         ranked = lexical
     else:
@@ -159,13 +150,13 @@ def signals(notes: Sequence[Note], index: NamespaceIndex, words_text: str, words
     top = np.lexsort((docs, -ranked))[:k]
     top = top[ranked[top] > 0]
     if len(top) == 0:
-        return Signals(words_from, len(words), matched, coverage, 0.0, None, 0)
+        return Signals(words_from, len(words), matched, 0.0, None, 0)
     units = [pos_of[index.doc_unit[int(docs[i])]] for i in top]
     counts: dict[int, int] = {}
     for u in units:
         counts[u] = counts.get(u, 0) + 1
     best = min(counts, key=lambda u: (-counts[u], units.index(u)))  # ties: the unit of the better piece
-    return Signals(words_from, len(words), matched, coverage, counts[best] / k, best, len(counts),
+    return Signals(words_from, len(words), matched, counts[best] / k, best, len(counts),
                    [int(docs[i]) for i in top])
 
 
@@ -173,84 +164,57 @@ def _reader_plan(notes: Sequence[Note], index: NamespaceIndex, cfg: FlexAMemConf
                  a_mem: int, size_mem: int, allowance: int, q_vec: np.ndarray, piece_query: str,
                  words_from: str, rule: AutoRule) -> Plan:
     sig = signals(notes, index, piece_query, words_from, q_vec, cfg, rule)
-    confident = sig.concentration >= rule.confident_concentration or sig.coverage >= rule.confident_coverage
+    confident = sig.concentration >= rule.confident_concentration
     share = min(cfg.timeline_share, rule.confident_share) if confident else cfg.timeline_share
-    why = (f"a confident ranking (concentration {sig.concentration:.2f} >= {rule.confident_concentration} "
-           f"or coverage {sig.coverage:.2f} >= {rule.confident_coverage}): the best pieces, the timeline "
-           f"within {share} of the memory" if confident else
-           f"a diffuse ranking (concentration {sig.concentration:.2f} < {rule.confident_concentration}, "
-           f"coverage {sig.coverage:.2f} < {rule.confident_coverage}): the best pieces, the timeline keeps "
-           f"rho = {share} of the memory")
+    why = (f"a confident ranking (concentration {sig.concentration:.2f} >= {rule.confident_concentration}): "
+           f"the best pieces, the timeline within {share} of the memory" if confident else
+           f"a diffuse ranking (concentration {sig.concentration:.2f} < {rule.confident_concentration}): the best "
+           f"pieces, the timeline keeps rho = {share} of the memory (the trace may answer what they miss)")
     target = share * size_mem
     room_for = share * a_mem if a_mem < size_mem else None
     concentrated = sig.best_unit is not None and sig.concentration >= rule.whole_concentration
-    whole: dict[str, Any] = {}
 
     def recover(timeline: Timeline) -> MemoryRender:
         room = a_mem - timeline.total
         first: list[int] = []
+        shown: dict[str, Any] = {}
         if concentrated:
             assert sig.best_unit is not None
-            first, kind = whole_docs(notes[sig.best_unit], index, sig.top_docs, rule.whole_share * room)
-            whole.clear()
-            whole.update({"unit": notes[sig.best_unit].unit_key, "position": sig.best_unit, "shown": kind,
-                          "tokens": int(sum(index.doc_tokens_array()[d] for d in first))})
-        return piece_recovery(notes, timeline, piece_query, q_vec, room, allowance, index, tk, cfg, first=first)
+            note = notes[sig.best_unit]
+            docs = index.unit_docs.get(note.unit_key, range(0))
+            size = int(index.doc_tokens_array()[docs.start:docs.stop].sum()) if len(docs) else 0
+            fits = 0 < size <= rule.whole_share * room
+            first = list(docs) if fits else []
+            shown = {"unit": note.unit_key, "position": sig.best_unit, "tokens": size,
+                     "limit": int(rule.whole_share * room), "shown": fits}
+        out = piece_recovery(notes, timeline, piece_query, q_vec, room, allowance, index, tk, cfg, first=first)
+        out.auto = {"recovery": "unit and pieces" if first else "pieces", "whole": shown}
+        return out
 
     if concentrated:
-        why += (f"; one unit holds {sig.concentration:.2f} >= {rule.whole_concentration} of the best pieces: "
-                f"it is shown whole first if it takes at most whole_share {rule.whole_share} of the room, "
-                "else its turns that hold those pieces, whole")
-    report = {"recovery": "unit and pieces" if concentrated else "pieces", "timeline_share": share,
-              "confident": confident, "whole": whole, "why": why,
+        why += (f"; one unit holds {sig.concentration:.2f} >= whole_concentration {rule.whole_concentration} of "
+                f"the best pieces: it is shown whole first if it takes at most whole_share {rule.whole_share} "
+                "of the room (see whole)")
+    report = {"recovery": "pieces", "timeline_share": share, "confident": confident, "whole": {}, "why": why,
               "signals": sig.report(),
               "thresholds": {"confident_concentration": rule.confident_concentration,
-                             "confident_coverage": rule.confident_coverage,
                              "confident_share": rule.confident_share, "rho": cfg.timeline_share,
                              "whole_concentration": rule.whole_concentration, "whole_share": rule.whole_share,
                              "top_pieces": rule.top_pieces}}
     return Plan(target, room_for, recover, report)
 
 
-def whole_docs(note: Note, index: NamespaceIndex, top_docs: Sequence[int], cap: float) -> tuple[list[int], str]:
-    """The piece documents that show ``note``'s unit whole (all of them, in order) if its
-    pieces fit ``cap`` tokens, else its turns (blocks) that hold the best pieces, each whole,
-    best first, in time order, while they fit; with what was chosen ("unit", "turns")."""
-    docs = index.unit_docs.get(note.unit_key, range(0))
-    tokens = index.doc_tokens_array()
-    if not len(docs):
-        return [], "none"
-    if int(tokens[docs.start:docs.stop].sum()) <= cap:
-        return list(docs), "unit"
-    plist = index.store.pieces(index.namespace, note.unit_key)
-    blocks: dict[int, list[int]] = {}
-    for d in docs:
-        blocks.setdefault(plist[index.doc_piece[d]].block, []).append(d)
-    chosen: list[int] = []
-    used = 0
-    for d in top_docs:
-        if d not in docs:
-            continue
-        block = blocks.get(plist[index.doc_piece[d]].block, [])
-        if not block or block[0] in chosen:
-            continue
-        size = int(sum(tokens[b] for b in block))
-        if used + size <= cap:
-            chosen.extend(block)
-            used += size
-    return sorted(chosen), "turns" if chosen else "none"
-
-
 def _planned_cost(note: Note, left: float, cfg: FlexAMemConfig, record: bool) -> tuple[int, str, int]:
     """What a planned unit takes of the ``left`` tokens of the detail share: its raw text if that
-    fits, else an excerpt of up to ``E`` tokens of its best pieces (fewer if the share is short,
-    none below half a piece, ``kappa / 2``), headed by its record when ``record`` (the unit
-    layout of an extended memory). Returns the tokens, the resolution and the excerpt size."""
-    head = 8 + (note.record_tokens if record else 0)
+    fits. With ``record`` (the unit layout of an extended memory, fit-or-degrade) else an excerpt:
+    its record and up to ``E`` tokens of its best pieces, fewer if the share is short, none
+    below half a piece (``kappa / 2``); without, nothing (the best pieces, ranked by the same
+    words, carry what the unit has). Returns the tokens, the resolution and the excerpt size."""
     if note.raw_tokens + 8 <= left:
         return note.raw_tokens + 8, "raw", 0
+    head = 8 + note.record_tokens
     pieces = min(cfg.excerpt_tokens, int(left) - head)
-    if cfg.excerpts and pieces >= cfg.piece_tokens // 2 and (record or RULE.plan_excerpts):
+    if record and cfg.excerpts and pieces >= cfg.piece_tokens // 2:
         return head + pieces, "excerpt", pieces
     return 0, "record", 0
 
@@ -298,24 +262,19 @@ def _agent_plan(notes: Sequence[Note], index: NamespaceIndex, cfg: FlexAMemConfi
                 a_mem: int, size_mem: int, allowance: int, q_vec: np.ndarray, excerpt_query: str,
                 piece_query: str, focus: str, stable: bool, rule: AutoRule) -> Plan:
     cap = rule.detail_share * size_mem
-    cands, rows, sig, need, excerpt = agent_candidates(notes, index, cfg, q_vec, excerpt_query, piece_query, focus,
-                                                       cap, False, rule)
+    cands, rows, sig, need, _ = agent_candidates(notes, index, cfg, q_vec, excerpt_query, piece_query, focus,
+                                                 cap, False, rule)
     # the trace first: the timeline is merged only down to what the planned units need
     target = max(cfg.timeline_share * size_mem, size_mem - need)
     # a big newest unit: per-call renders hide the oldest records down to that for this call; a
     # cache-stable request keeps its trace (it hides only what cannot fit)
     room_for = max(cfg.timeline_share * a_mem, a_mem - need) if a_mem < size_mem and not stable else None
-    words = focus or excerpt_query
-    first: list[int] = []
-    if rows:
-        ranges = [index.unit_docs.get(notes[c.pos].unit_key, range(0)) for c in cands[:len(rows)]]
-        scores = excerpt_scores(index, ranges, words, q_vec, cfg)
-        for r, docs in zip(rows, ranges, strict=True):
-            first.extend(docs if r["planned"] == "raw" else best_pieces(docs, scores, index, excerpt))
+    # planned units are shown whole: all their pieces, first, as one verbatim run each
+    first = [d for c in cands[:len(rows)] for d in index.unit_docs.get(notes[c.pos].unit_key, range(0))]
 
     def recover(timeline: Timeline) -> MemoryRender:
-        return piece_recovery(notes, timeline, focus or (excerpt_query if rule.piece_words == "step" else piece_query),
-                              q_vec, a_mem - timeline.total, allowance, index, tk, cfg, first=first)
+        return piece_recovery(notes, timeline, focus or piece_query, q_vec, a_mem - timeline.total, allowance,
+                              index, tk, cfg, first=first)
 
     if rows:
         why = (f"the trace first, then {' and '.join(r['why'] for r in rows)} "

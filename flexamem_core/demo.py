@@ -94,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
     agent = _render(mem, "agent run", budgets,
                     lambda b: mem.render(history, namespace="demo-agent", budget=b))
 
-    reader = FlexAMem(FlexAMemConfig(budget=max(budgets), history="reader", mode="piece"))
+    reader = FlexAMem(FlexAMemConfig(budget=max(budgets), history="reader"))
     chat = conversation_history()
     chat_tokens = reader.count_messages(chat)
     with tqdm(total=len(chat) // 12 + 1, desc="writing notes (chat)", unit="unit", disable=None,

@@ -1,8 +1,9 @@
 """Hybrid evidence ranking: the lexical (BM25) and dense (cosine) rankings of pieces, fused.
 
 BM25 finds the exact words a query names (an identifier, a name, a number); the cosine of
-MiniLM vectors finds a paraphrase that shares none of them. Every piece carries its own
-vector (embedded once when its unit was written, ``FlexAMemConfig.piece_vectors``), so a
+MiniLM vectors finds a paraphrase that shares none of them. With
+``FlexAMemConfig.piece_vectors`` every piece carries its own vector (embedded once when its
+unit was written); without, a piece stands in with its unit's note vector. Either way a
 render ranks pieces both ways with one matrix product and no model call but the query's.
 
 ``fusion="rrf"`` (the default) is reciprocal rank fusion: a piece scores
@@ -22,9 +23,9 @@ from .config import FlexAMemConfig
 
 def ranks(values: np.ndarray) -> np.ndarray:
     """1-based rank of each value, largest first, ties to the lower position."""
-    order = np.lexsort((np.arange(len(values)), -values))
-    out = np.empty(len(values), dtype=np.float64)
-    out[order] = np.arange(1, len(values) + 1, dtype=np.float64)
+    order = np.argsort(-np.asarray(values, dtype=np.float64), kind="stable")  # stable: ties by position
+    out = np.empty(len(order), dtype=np.float64)
+    out[order] = np.arange(1, len(order) + 1, dtype=np.float64)
     return out
 
 
@@ -39,8 +40,8 @@ def fuse(bm25: np.ndarray, cosine: np.ndarray, cfg: FlexAMemConfig) -> np.ndarra
     lexical = bm25 > 0
     if cfg.fusion == "rrf":
         out = w / (cfg.fusion_k + ranks(cosine))
-        if lexical.any():
-            out[lexical] += (1.0 - w) / (cfg.fusion_k + ranks(bm25)[lexical])
+        if lexical.any():  # the matching pieces rank first, so ranking them alone gives the same ranks
+            out[lexical] += (1.0 - w) / (cfg.fusion_k + ranks(bm25[lexical]))
         return out
     top = float(bm25.max())
     lo, hi = float(cosine.min()), float(cosine.max())

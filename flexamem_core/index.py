@@ -328,7 +328,12 @@ class NamespaceIndex:
         the stored vectors: no model call."""
         if docs is None:
             return self.piece_vectors @ q_vec
-        return self.piece_vectors[np.asarray(docs, dtype=np.int64)] @ q_vec
+        docs = np.asarray(docs, dtype=np.int64)
+        if 8 * len(docs) > len(self.doc_unit):
+            # many documents (the old units' pieces): one product over the matrix in place,
+            # not a copy of the rows it would gather first
+            return (self.piece_vectors @ q_vec)[docs]
+        return self.piece_vectors[docs] @ q_vec
 
     def get_merged(self, key: str) -> MergedRecord | None:
         found = self.merged.get(key)

@@ -724,7 +724,7 @@ class FlexAMem:
                     mem = again
         mem.llm_calls += calls
         if auto is not None:
-            mem.auto = auto.report
+            mem.auto = {**auto.report, **(mem.auto or {})}  # what this recovery showed, if it says
         return mem
 
     def _fitted_timeline(self, space: _Namespace, cfg: FlexAMemConfig, notes: Sequence[Note], target: float,

@@ -1,6 +1,6 @@
 """Writing a note once per unit: record and fields, embedding, links, pieces.
 
-With ``piece_vectors`` (the default) every piece is embedded too, in the same embedding
+With ``piece_vectors`` (the default for reader histories) every piece is embedded too, in the same embedding
 call as the notes of its batch, and stored with its vector; a render then ranks pieces by
 cosine without any model call but the query's.
 
@@ -50,7 +50,7 @@ class NoteWriter:
         written = [self.writer.write(u) for u in todo]
         texts = [f"{w.record}\n" + _fields(w.keywords, w.tags, w.description) for w in written]
         cut = [cut_pieces(u.key, unit_blocks(u), self.tokenizer, self.config.piece_tokens) for u in todo]
-        if self.config.piece_vectors:  # one embedding call for the notes and all their pieces
+        if self.config.embeds_pieces:  # one embedding call for the notes and all their pieces
             texts += [p.text for plist in cut for p in plist]
         embedded = self.embedder.embed(texts)
         vectors = embedded[:len(todo)]
@@ -66,7 +66,7 @@ class NoteWriter:
                         writer=rec.writer, llm_calls=rec.llm_calls, messages=len(unit.messages),
                         digest=messages_digest(unit.messages, unit.kind))
             pieces: list[Piece] = plist
-            if self.config.piece_vectors:
+            if self.config.embeds_pieces:
                 pieces = [dataclasses.replace(p, embedding=np.array(embedded[at + i], dtype=np.float32))
                           for i, p in enumerate(plist)]
                 at += len(plist)

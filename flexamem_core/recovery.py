@@ -143,7 +143,10 @@ def _best_piece_scores(notes: Sequence[Note], rows: np.ndarray, index: Namespace
     to_old = np.full(len(index.notes), -1, dtype=np.int64)
     to_old[rows] = np.arange(len(notes))
     owner = to_old[index.doc_note_array()[docs]]
-    np.maximum.at(best, owner, fused[docs])
+    order = np.argsort(owner, kind="stable")  # already sorted when the old units are a prefix
+    owner, values = owner[order], fused[docs][order]
+    starts = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]])
+    best[owner[starts]] = np.maximum.reduceat(values, starts)
     return best
 
 
@@ -488,7 +491,7 @@ def piece_recovery(notes: Sequence[Note], timeline: Timeline, query_text: str, q
         for e in kept:
             by_unit.setdefault(e.pos, []).append(int(e.text))
         out = [PIECES_HEADER]
-        label = None
+        label, prev, prev_ends = None, -2, False
         for pos in sorted(by_unit):
             key = notes[pos].unit_key
             plist = pieces_of(key)
@@ -499,7 +502,16 @@ def piece_recovery(notes: Sequence[Note], timeline: Timeline, query_text: str, q
                 out.append(group_header(label))
             elif out[-1].endswith("\n...") and joined.startswith("..."):
                 joined = joined[4:]  # one mark between two units of one group, not two
+            elif prev_ends and ps[0].index == 0:
+                # the previous unit's text runs to its end and this one's from its start: the
+                # turns meet as in the conversation (a blank line) if the units are neighbours,
+                # else the units between them are left out, and marked
+                if pos == prev + 1:
+                    out[-1] += "\n"
+                else:
+                    out.append("...")
             out.append(joined)
+            prev, prev_ends = pos, ps[-1].index == len(plist) - 1
         return "\n".join(out)
 
     # Elements carry the doc number in ``text``; the tail renders them grouped by unit.
@@ -510,8 +522,7 @@ def piece_recovery(notes: Sequence[Note], timeline: Timeline, query_text: str, q
     if len(kept) == len(chosen) and allowance - n > 0:
         # The framing estimate is an upper bound (a later neighbour joins a run): fill the
         # room it left, counted exactly this time, with the next best pieces.
-        taken = set(chosen)
-        more = select_pieces(np.asarray([d for d in hits if d not in taken], dtype=np.int64), scores, tokens,
+        more = select_pieces(hits[~np.isin(hits, np.asarray(chosen, dtype=np.int64))], scores, tokens,
                              allowance - n, lambda run: index.piece_cosines(run, q_vec), framing)
         if more:
             elements += [Element(pos_of[index.doc_unit[d]], len(chosen) + r, "piece", str(d), int(tokens[d]), False)

@@ -7,6 +7,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from .datasets import DATASETS, DatasetError
 from .evaluate import EvalError, evaluate_to_dir
@@ -31,6 +32,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, help="output folder for results.json/.md and plots")
     parser.add_argument("--dump", action="store_true", help="also write every rendered context to renders.jsonl")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
+                        help="a FlexAMemConfig setting for every FlexA-Mem method (repeatable), e.g. "
+                             "--set piece_vectors=true --set fusion=bm25; values are read as JSON, else text")
     cache = parser.add_mutually_exclusive_group()
     cache.add_argument("--embedding-cache", metavar="DIR", default=None,
                        help=f"directory of the on-disk embedding cache (default: {_default_cache()})")
@@ -49,12 +53,17 @@ def run(args: argparse.Namespace) -> int:
         print("flexamem eval: error: --workers and --threads must be at least 1", file=sys.stderr)
         return 2
     cache: str | bool = False if args.no_embedding_cache else (args.embedding_cache or True)
-    stats: dict = {"load_before": _load()}
+    try:
+        config = parse_settings(args.settings)
+    except ValueError as exc:
+        print(f"flexamem eval: error: {exc}", file=sys.stderr)
+        return 2
+    stats: dict = {"load_before": _load(), "settings": config}
     try:
         paths = evaluate_to_dir(args.dataset, args.data, budgets=args.budgets, methods=args.methods,
                                 out=args.out, limit=args.limit, workers=args.workers, dump=args.dump,
                                 progress=not args.quiet, threads=args.threads, embedding_cache=cache,
-                                stats=stats)
+                                stats=stats, config=config)
     except (DatasetError, EvalError) as exc:
         print(f"flexamem eval: error: {exc}", file=sys.stderr)
         return 2
@@ -70,6 +79,30 @@ def run(args: argparse.Namespace) -> int:
           + (f" (cache {stats['embedding_cache']})" if stats["embedding_cache"] else " (no cache)"),
           file=sys.stderr)
     return 0
+
+
+def parse_settings(pairs: list[str]) -> dict[str, Any]:
+    """``KEY=VALUE`` pairs as config settings, each checked by :class:`FlexAMemConfig` (so a
+    typo or a bad value is an error here, not a silently ignored option)."""
+    from pydantic import ValidationError
+
+    from flexamem_core import FlexAMemConfig
+
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--set expects KEY=VALUE, got {pair!r}")
+        try:
+            value: Any = json.loads(raw)
+        except json.JSONDecodeError:
+            value = raw
+        out[key.strip()] = value
+    try:
+        FlexAMemConfig(**out)
+    except ValidationError as exc:
+        raise ValueError(f"--set: {exc.errors()[0]['loc'][0]}: {exc.errors()[0]['msg']}") from None
+    return out
 
 
 def _load() -> list[float] | None:

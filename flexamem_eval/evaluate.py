@@ -102,7 +102,7 @@ def evaluate_to_dir(dataset: str, data: str | Path, *, budgets: Sequence[int], m
                     out: str | Path, limit: int | None = None, workers: int = 1, dump: bool = False,
                     progress: bool = True, threads: int | None = None,
                     embedding_cache: str | Path | bool | None = True,
-                    stats: dict[str, Any] | None = None) -> list[Path]:
+                    stats: dict[str, Any] | None = None, config: dict[str, Any] | None = None) -> list[Path]:
     """Run :func:`evaluate` and write results.json, results.md, plots (and renders.jsonl).
 
     results.md names the methods that were skipped (:func:`skipped_methods`) and why."""
@@ -119,6 +119,6 @@ def evaluate_to_dir(dataset: str, data: str | Path, *, budgets: Sequence[int], m
 
     rows = evaluate(dataset, data, budgets, methods, limit=limit, workers=workers, progress=progress,
                     dump_path=dump_path, on_partial=partial, threads=threads,
-                    embedding_cache=embedding_cache, stats=stats)
+                    embedding_cache=embedding_cache, stats=stats, config=config)
     paths = write_outputs(out_dir, rows, order, notes=notes)
     return [*paths, dump_path] if dump_path is not None else paths

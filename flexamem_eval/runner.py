@@ -19,13 +19,14 @@ from pathlib import Path
 from typing import Any
 
 from flexamem_core import FlexAMemConfig, Message
-from flexamem_core.prompt_cache import CacheMeter
+from flexamem_core.prompt_cache import common_prefix_tokens
+from flexamem_core.render import PER_REQUEST
 from flexamem_core.units import reader_blocks
 
 from .actions import trajectory_targets
 from .items import ConversationItem, Item, TrajectoryItem
 from .methods import make_method, method_class
-from .methods.base import Env, WriteCost, context_text
+from .methods.base import Env, WriteCost
 from .metrics import EvidenceTurn, evidence_shown, score_step
 
 
@@ -197,7 +198,7 @@ def _conversation(item: ConversationItem, spec: Spec, env: Env, tick: Tick) -> I
                 t0 = time.perf_counter()
                 context = method.question_context(q, budget)
                 ms = (time.perf_counter() - t0) * 1000
-                text = context_text(context)
+                text = env.context_text(context)
                 tokens = env.count(context)
                 rec = RenderRecord(name, budget, q.item_id, q.group, tokens, ms)
                 if turns.get(q.item_id):
@@ -233,7 +234,7 @@ def _trajectory(item: TrajectoryItem, spec: Spec, env: Env, tick: Tick) -> ItemR
             if not spec.reuse:
                 shared = {}
             method = make_method(name, env, shared)
-            meter = CacheMeter(env.tokenizer)
+            meter = PrefixMeter(env)
             limit = env.effective(budget)
             for target in targets:
                 history = list(messages[: target.message_index])
@@ -241,10 +242,10 @@ def _trajectory(item: TrajectoryItem, spec: Spec, env: Env, tick: Tick) -> ItemR
                 context = method.step_context(history, budget)
                 ms = (time.perf_counter() - t0) * 1000
                 tokens = env.count(context)
-                cached = meter.add(context, tokens)[1]
+                cached = meter.add(context, tokens)
                 if sizes[target.step] <= limit:
                     continue
-                text = context_text(context)
+                text = env.context_text(context)
                 res = score_step(text, target)
                 out.renders.append(RenderRecord(
                     name, budget, item.item_id, "all", tokens, ms, step=target.step,
@@ -262,6 +263,33 @@ def _trajectory(item: TrajectoryItem, spec: Spec, env: Env, tick: Tick) -> ItemR
         tick(1 / len(spec.methods))
         out.method_seconds[name] = time.perf_counter() - started
     return out
+
+
+class PrefixMeter:
+    """:class:`~flexamem_core.prompt_cache.CacheMeter`'s cached tokens of each call, with the
+    leading messages that are the previous call's very objects counted from the shared
+    counter's cache: :func:`~flexamem_core.prompt_cache.common_prefix_tokens` reuses such
+    a message whole (same role, text and ids), so only the rest goes to it."""
+
+    def __init__(self, env: Env) -> None:
+        self.env = env
+        self._previous: list[Message] = []
+
+    def add(self, messages: Sequence[Message], tokens: int) -> int:
+        """Account one request of ``tokens`` tokens; returns its cached tokens."""
+        previous, current = self._previous, list(messages)
+        self._previous = current
+        if not previous or not current:
+            return 0
+        k = 0
+        for a, b in zip(previous, current):
+            if a is not b:
+                break
+            k += 1
+        same = self.env.count(current[:k]) - PER_REQUEST if k else 0
+        rest = common_prefix_tokens(previous[k:], current[k:], self.env.tokenizer) - PER_REQUEST \
+            if k < len(previous) and k < len(current) else 0
+        return min(tokens, PER_REQUEST + same + rest)
 
 
 def _unit_count(env: Env, messages: Sequence[Message]) -> int:

@@ -35,6 +35,16 @@ class Env:
     config: FlexAMemConfig = field(default_factory=FlexAMemConfig)
     #: id(message) -> (message, its tokens with format overhead); see :meth:`count`.
     _counts: dict[int, tuple[Message, int]] = field(default_factory=dict, repr=False, compare=False)
+    #: id(message) -> (message, its text as matched); see :meth:`context_text`.
+    _texts: dict[int, tuple[Message, str]] = field(default_factory=dict, repr=False, compare=False)
+
+    @cached_property
+    def _counter(self) -> Any:
+        """What :meth:`count` counts message texts with: o200k counts add up over line cuts
+        (:mod:`flexamem_eval.counting`), so a long text is counted from its lines' counts."""
+        from ..counting import LineCounter, line_additive
+
+        return LineCounter(self.tokenizer) if line_additive(self.tokenizer) else self.tokenizer
 
     @cached_property
     def embedder(self) -> Embedder:
@@ -50,16 +60,19 @@ class Env:
 
         Messages are immutable, so each message's count is kept by identity (the message is
         kept with it, so an id is never reused while cached): methods count the same history
-        messages many times per call, and a message's text is rebuilt on every access.
+        messages many times per call, and a message's text is rebuilt on every access. A new
+        long message (a memory text rendered again with one element less) is counted from
+        the memoised counts of its lines, exactly (:class:`~flexamem_eval.counting.LineCounter`).
         """
         if not messages:
             return 0
         cache = self._counts
+        counter = self._counter
         total = PER_REQUEST
         for m in messages:
             hit = cache.get(id(m))
             if hit is None or hit[0] is not m:
-                n = message_tokens(m, self.tokenizer)
+                n = message_tokens(m, counter)
                 if len(cache) >= COUNT_CACHE:
                     cache.clear()
                 cache[id(m)] = (m, n)
@@ -67,6 +80,21 @@ class Env:
             else:
                 total += hit[1]
         return total
+
+    def context_text(self, messages: Sequence[Message]) -> str:
+        """:func:`context_text`, with each message's text kept by identity (a message's text
+        is cleaned again on every access, and most of a context is the same messages call
+        after call)."""
+        cache = self._texts
+        parts = []
+        for m in messages:
+            hit = cache.get(id(m))
+            if hit is None or hit[0] is not m:
+                if len(cache) >= COUNT_CACHE:
+                    cache.clear()
+                hit = cache[id(m)] = (m, message_text(m))
+            parts.append(hit[1])
+        return "\n\n".join(parts)
 
     def effective(self, budget: int) -> int:
         """B_bar for a budget."""

@@ -32,14 +32,26 @@ def placeholder(message: Message) -> Message:
                    tool_call_id=message.tool_call_id, id=message.id, name=message.name)
 
 
-def mask_steps(steps: Sequence[Sequence[Message]], keep: int) -> list[Message]:
-    """Flatten steps, masking the outputs of all but the last ``keep`` steps."""
+def mask_steps(steps: Sequence[Sequence[Message]], keep: int,
+               masked_cache: dict[int, tuple[Message, Message]] | None = None) -> list[Message]:
+    """Flatten steps, masking the outputs of all but the last ``keep`` steps.
+
+    ``masked_cache`` keeps each output's placeholder by the output's identity, so the same
+    placeholder object comes back call after call (and its count is not redone)."""
     out: list[Message] = []
     cut = len(steps) - keep
     for i, step in enumerate(steps):
         for j, m in enumerate(step):
             masked = i < cut and j > 0 and step[0].role == "assistant" and m.role in ("tool", "user")
-            out.append(placeholder(m) if masked else m)
+            if not masked:
+                out.append(m)
+            elif masked_cache is None:
+                out.append(placeholder(m))
+            else:
+                hit = masked_cache.get(id(m))
+                if hit is None or hit[0] is not m:
+                    hit = masked_cache[id(m)] = (m, placeholder(m))
+                out.append(hit[1])
     return out
 
 
@@ -53,6 +65,7 @@ class Masking(Method):
         super().__init__(*args, **kwargs)
         self.writer = RuleRecordWriter(self.env.config.record_words)
         self._records: dict[str, str] = {}
+        self._masked: dict[int, tuple[Message, Message]] = {}
 
     def _record(self, packed) -> str:
         unit = to_unit(packed, packed_kind(packed), None)
@@ -97,13 +110,13 @@ class Masking(Method):
         prefix, rest = split_prefix(history)
         steps = split_steps(rest)
         for keep in range(min(RECENT_STEPS, len(steps)), -1, -1):
-            context = [*prefix, *mask_steps(steps, keep)]
+            context = [*prefix, *mask_steps(steps, keep, self._masked)]
             if self.env.count(context) <= limit:
                 return context
         units = self.agent_units(rest)
         for drop in range(1, len(units)):
             kept_steps = split_steps([m for u in units[drop:] for m in u.messages])
-            body = mask_steps(kept_steps, 0)
+            body = mask_steps(kept_steps, 0, self._masked)
             if not self.keeps_log:
                 context = [*prefix, *body]
             else:
@@ -113,7 +126,7 @@ class Masking(Method):
                     else [*prefix, *body]
             if self.env.count(context) <= limit:
                 return context
-        newest = mask_steps(split_steps(list(units[-1].messages)), 0) if units else []
+        newest = mask_steps(split_steps(list(units[-1].messages)), 0, self._masked) if units else []
         return [*prefix, *fit_newest(self.env, prefix, newest, limit)]
 
 

@@ -110,7 +110,7 @@ def config_modes() -> tuple[str, ...]:
 
 
 class FlexAMemAuto(_Ours):
-    """The automatic mode (``mode="auto"``), the default of every adapter once the core has it."""
+    """The automatic mode (``mode="auto"``), the core's and every adapter's default."""
 
     name = "flexamem-auto"
     switches: ClassVar = {"reader": {"mode": "auto"}, "agent": {"mode": "auto"}}
@@ -149,7 +149,7 @@ class TimelineOnly(_Ours):
     """Ablation: the timeline without any recovery."""
 
     name = "timeline-only"
-    switches: ClassVar = {"reader": {"recovery": False}, "agent": {"recovery": False}}
+    switches: ClassVar = {"reader": {"mode": "unit", "recovery": False}, "agent": {"mode": "unit", "recovery": False}}
 
 
 class NoExcerpts(_Ours):

@@ -82,20 +82,29 @@ class PaMER(Method):
         return self.env.count(block)
 
     def _summarize(self, blocks: Sequence[Sequence[Message]], kind: str, first: int, last: int) -> Summary:
+        return self._summarize_all([(blocks, first, last)], kind)[0]
+
+    def _summarize_all(self, spans: Sequence[tuple[Sequence[Sequence[Message]], int, int]],
+                       kind: str) -> list[Summary]:
+        """One summary per span of blocks (``first``, ``last``), embedded in one batched call
+        (a reader's archive is written at once: one call per summary was most of its cost)."""
         import time
 
         t0 = time.perf_counter()
-        messages = [m for b in blocks for m in b]
-        parts = agent_blocks(messages, first + 1)[0] if kind == "agent" else reader_blocks(messages)
-        raw = "\n\n".join(p.text for p in parts)
-        unit = Unit(key=f"pamer-{first}-{last}", kind=kind, messages=tuple(messages), raw=raw,  # type: ignore[arg-type]
-                    tokens=self.env.tokenizer.count(raw), parent=None, first_step=first + 1)
-        text = self.writer.write(unit).record
-        vector = self.env.embedder.embed([text])[0]
+        texts = []
+        for blocks, first, last in spans:
+            messages = [m for b in blocks for m in b]
+            parts = agent_blocks(messages, first + 1)[0] if kind == "agent" else reader_blocks(messages)
+            raw = "\n\n".join(p.text for p in parts)
+            unit = Unit(key=f"pamer-{first}-{last}", kind=kind, messages=tuple(messages),  # type: ignore[arg-type]
+                        raw=raw, tokens=self.env.tokenizer.count(raw), parent=None, first_step=first + 1)
+            texts.append(self.writer.write(unit).record)
+        vectors = self.env.embedder.embed(texts) if texts else []
         if self._owner:
             self.cost.ms += (time.perf_counter() - t0) * 1000
-            self.cost.units += 1
-        return Summary(text, vector, range(first, last))
+            self.cost.units += len(texts)
+        return [Summary(text, vector, range(first, last)) for text, vector, (_, first, last)
+                in zip(texts, vectors, spans)]
 
     def _query(self, prefix: Sequence[Message], recent: Sequence[Sequence[Message]]) -> np.ndarray:
         text = "\n".join([*(m.text for m in prefix), *(m.text for b in recent for m in b)])
@@ -190,11 +199,13 @@ class PaMER(Method):
         state = _State()
         start, size = 0, 0
         end = max(0, len(blocks) - RECENT_BLOCKS)
+        spans = []
         for i in range(end):
             size += self._tokens(blocks[i])
             if size >= TRIGGER_TOKENS:
-                state.summaries.append(self._summarize(blocks[start: i + 1], "reader", start, i + 1))
+                spans.append((blocks[start: i + 1], start, i + 1))
                 start, size = i + 1, 0
+        state.summaries = self._summarize_all(spans, "reader")
         state.archived = start
         self.reader_state = state
         self.shared["pamer_reader"] = (blocks, state)

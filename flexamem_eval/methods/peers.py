@@ -23,7 +23,10 @@ class LangChainTrim(Method):
 
     @classmethod
     def warm(cls, env: Env) -> None:
-        import langchain_core.messages  # noqa: F401
+        from langchain_core.messages import HumanMessage, trim_messages
+
+        # Its first call imports langchain's runnables and tracers (seconds): not in a render's time.
+        trim_messages([HumanMessage(content="warm up")], max_tokens=10, token_counter=len, strategy="last")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -3,11 +3,12 @@
 - ``"chat"`` (chat engines, and agents whose memory mostly holds conversation): reader
   units, i.e. the conversation cut at user turns into spans of about 2,000 tokens, whose
   rule-written records keep who said what with names, dates and numbers. Recovery is
-  ``unit`` fit-or-degrade, so each call still gets a recent window of turns verbatim;
-  the user's message (``get(input=...)``) is the query that ranks old turns.
+  ``auto`` (the core's default): the user's message (``get(input=...)``) is the question
+  that ranks old turns, the best of them are shown verbatim, and each call still gets a
+  recent window of turns verbatim.
 - ``"agent"`` (tool loops, ``FlexAMemLLM``): agent units, i.e. an assistant message with
   all its tool calls and results is one step, steps packed to 1,000 tokens, unit
-  recovery with the task and the newest step as the query.
+  recovery (``auto``) with the task and the newest step as the query.
 
 Unit sizes are the paper's (2,000 / 1,000 tokens) capped at a quarter of the budget,
 the paper's ratio at its smallest budget, so a unit always fits the recent window and
@@ -29,8 +30,8 @@ DEFAULT_BUDGET = 3000
 CONTEXT_WINDOW_SHARE = 0.75
 
 _KIND_SETTINGS: dict[str, dict[str, Any]] = {
-    "chat": {"history": "reader", "mode": "unit"},
-    "agent": {"history": "agent", "mode": "unit"},
+    "chat": {"history": "reader", "mode": "auto"},
+    "agent": {"history": "agent", "mode": "auto"},
 }
 
 

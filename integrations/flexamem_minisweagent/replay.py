@@ -50,13 +50,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="cut each printed message to this many characters (0: no cut)")
     parser.add_argument("--instance", default=None, help="instance_id to pick from a file of several")
     parser.add_argument("--index", type=int, default=None, help="position to pick from a file of several")
-    parser.add_argument("--mode", choices=("unit", "piece"), default="unit", help="recovery mode (default unit)")
+    parser.add_argument("--mode", choices=("auto", "unit", "piece"), default="auto",
+                        help="recovery mode (default auto, as the live wrapper)")
     parser.add_argument("--tool-schema-tokens", type=int, default=None,
                         help="tokens of tool schemas per call (default: from the trajectory's model class)")
 
 
 def replay_steps(trajectory: Mapping[str, Any], budget: int, *, memory: FlexAMem | None = None,
-                 mode: str = "unit", only_step: int | None = None,
+                 mode: str = "auto", only_step: int | None = None,
                  tool_tokens: int | None = None) -> list[dict[str, Any]]:
     """Render the history before every model call; return the steps (only ``only_step`` if given)."""
     return replay(trajectory, budget, memory=memory, mode=mode, only_step=only_step,
@@ -95,8 +96,20 @@ class _CacheTotals:
                                 "cached_token": CACHED_PRICE, "new_token": NEW_PRICE}}
 
 
+def recorded_tool_tokens(messages: Sequence[Any]) -> int | None:
+    """The tool-schema tokens the live wrapper counted, as it saved them in a response's
+    ``extra.flexamem`` (what the run really sent); None for a run without the wrapper."""
+    for m in messages:
+        extra = m.get("extra") if isinstance(m, Mapping) else None
+        info = extra.get("flexamem") if isinstance(extra, Mapping) else None
+        value = info.get("tool_schema_tokens") if isinstance(info, Mapping) else None
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            return value
+    return None
+
+
 def replay(trajectory: Mapping[str, Any], budget: int, *, memory: FlexAMem | None = None,
-           mode: str = "unit", only_step: int | None = None, tool_tokens: int | None = None) -> dict[str, Any]:
+           mode: str = "auto", only_step: int | None = None, tool_tokens: int | None = None) -> dict[str, Any]:
     """Render the history before every model call: ``{"steps": [...], "totals": {...}}``.
 
     ``steps`` holds every call (only ``only_step`` if given); ``totals`` is the prompt-cache
@@ -110,6 +123,8 @@ def replay(trajectory: Mapping[str, Any], budget: int, *, memory: FlexAMem | Non
         raise TrajectoryError(f"step {only_step} out of range: the run made {len(calls)} model calls")
     # The live wrapper's settings (FlexAMemSettings: pin_user_turn off), so replay sends what it sent.
     memory = memory or FlexAMem(FlexAMemSettings(mode=mode).core_config(budget))
+    if tool_tokens is None:
+        tool_tokens = recorded_tool_tokens(messages)
     if tool_tokens is None:
         tool_tokens = tool_schema_tokens(model_class_path(trajectory), memory.tokenizer,
                                          str(trajectory.get("trajectory_format") or ""))

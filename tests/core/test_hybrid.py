@@ -121,6 +121,29 @@ def test_pieces_are_embedded_once_in_their_units_batch(embedder, tokenizer):
     assert len(counting.calls) == 1, "an idempotent ingest embeds nothing"
 
 
+def test_pieces_are_embedded_by_default_for_readers_only(embedder, tokenizer):
+    """``piece_vectors=None`` (the default): a reader history's pieces get their own vectors,
+    an agent's do not; an explicit setting wins either way."""
+    agent_steps = [{"role": "user", "content": "Fix the failing test in tests/test_io.py"}]
+    for i in range(12):
+        agent_steps += [{"role": "assistant", "content": f"step {i}: run the tests",
+                         "tool_calls": [{"id": f"c{i}", "type": "function",
+                                         "function": {"name": "bash", "arguments": f'{{"cmd": "pytest -k t{i}"}}'}}]},
+                        {"role": "tool", "tool_call_id": f"c{i}", "content": f"test t{i} FAILED at io.py:{i}\n" * 40}]
+    assert FlexAMemConfig().piece_vectors is None
+    owned = {}
+    for history, pv in (("reader", None), ("agent", None), ("reader", False), ("agent", True)):
+        cfg = FlexAMemConfig(budget=1200, history=history, piece_vectors=pv)
+        assert cfg.embeds_pieces == (history == "reader" if pv is None else pv)
+        mem = FlexAMem(cfg, tokenizer=tokenizer, embedder=embedder)
+        mem.ingest(chat(4) if history == "reader" else agent_steps, final=True)
+        index = mem._space("default").index
+        assert len(index.doc_unit) > 0
+        owned[(history, pv)] = index.own_piece_vectors
+    assert owned[("reader", None)] > 0 and owned[("agent", True)] > 0
+    assert owned[("agent", None)] == 0 and owned[("reader", False)] == 0
+
+
 def test_without_piece_vectors_pieces_rank_by_their_units_vector(embedder, tokenizer):
     counting = CountingEmbedder(embedder)
     mem = reader(counting, tokenizer, piece_vectors=False)

@@ -41,7 +41,8 @@ def agent_history(n_lines: int = 14) -> list[dict]:
 
 def make(embedder, tokenizer, **settings) -> FlexAMem:
     """The paper's rule at the given budget: rendered afresh on every call."""
-    cfg = FlexAMemConfig(**{"budget": 3000, "agent_unit_tokens": 200, "cache_stable": False, **settings})
+    cfg = FlexAMemConfig(**{"budget": 3000, "agent_unit_tokens": 200, "cache_stable": False, "mode": "unit",
+                            **settings})
     return FlexAMem(cfg, tokenizer=tokenizer, embedder=embedder)
 
 

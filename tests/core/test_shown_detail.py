@@ -44,12 +44,25 @@ def before_last(r) -> str:
 
 @pytest.mark.parametrize("query", [None, "ALPHA_TOKEN"])
 def test_unit_mode_shows_the_exact_detail_the_user_asks_for(embedder, tokenizer, query) -> None:
-    mem = FlexAMem(FlexAMemConfig(budget=3000), embedder=embedder, tokenizer=tokenizer)
+    mem = FlexAMem(FlexAMemConfig(budget=3000, mode="unit"), embedder=embedder, tokenizer=tokenizer)
     r = mem.render(query_db_history(), query=query)
     assert not r.passthrough and r.report["old_units"] >= 2
     assert SECRET in before_last(r)
     shown = [u for u in r.report["units"] if u["resolution"] in ("raw", "excerpt")]
     assert any(u.get("why") == "focus match" for u in shown)
+
+
+@pytest.mark.parametrize("query", [None, "ALPHA_TOKEN"])
+def test_the_default_mode_shows_the_exact_detail_the_user_asks_for(embedder, tokenizer, query) -> None:
+    """The automatic mode (the default) plans the unit that best matches the human turn and
+    shows it whole, first."""
+    mem = FlexAMem(FlexAMemConfig(budget=3000), embedder=embedder, tokenizer=tokenizer)
+    r = mem.render(query_db_history(), query=query)
+    assert not r.passthrough and r.report["old_units"] >= 2
+    assert SECRET in before_last(r)
+    planned = r.report["auto"]["planned"]
+    assert planned and planned[0]["why"] == "focus match" and planned[0]["planned"] == "raw"
+    assert f"ALPHA_TOKEN={SECRET}" in r.memory_text
 
 
 def test_render_question_on_an_agent_memory_pins_no_old_turn(hashing_embedder, tokenizer) -> None:

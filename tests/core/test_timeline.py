@@ -116,7 +116,7 @@ def test_hiding_removes_the_oldest_items_for_one_call(written, tokenizer):
 
 def test_merged_records_are_memoised_and_reused(tokenizer, hashing_embedder):
     chat = CountingChat()
-    mem = FlexAMem(FlexAMemConfig(budget=2500, agent_unit_tokens=50), tokenizer=tokenizer,
+    mem = FlexAMem(FlexAMemConfig(budget=2500, agent_unit_tokens=50, mode="unit"), tokenizer=tokenizer,
                    embedder=hashing_embedder, writer=LLMRecordWriter(chat))
     hist = history(40)
     first = mem.render(hist)

@@ -20,7 +20,7 @@ from flexamem_eval.methods.ours import config_modes
 from flexamem_eval.methods.peers import LlamaIndexBuffer
 from flexamem_eval.runner import ItemResult, Spec, evaluate_item
 
-from .test_dev_data import LME, LOCOMO, TRAJ, needs_data
+from .test_dev_data import LME, LOCOMO, TRAJ, dev_slices, needs_data
 from .test_methods import conversation, trajectory
 
 TEXTS = ["The dog's vaccine is due on 12 May.", "cd /repo && pytest -x tests/test_models.py",
@@ -142,9 +142,7 @@ def test_reuse_changes_no_result(kind, tokenizer, embedder):
 @needs_data
 def test_reuse_changes_no_result_on_dev_slices(tokenizer, embedder):
     """A real trajectory's first 40 messages and a LoCoMo conversation's first 150 turns."""
-    env = Env(tokenizer=tokenizer, embedder_factory=lambda: embedder)
-    traj = load("trajectories", TRAJ, limit=1)[0]
-    conv = load("locomo", LOCOMO, limit=40)[0]
+    env, traj, conv = dev_slices(tokenizer, embedder)
     turns = conv.history[:150]
     ids = {m.metadata["turn"] for m in turns}
     questions = tuple(q for q in conv.questions if q.evidence and set(q.evidence) <= ids)[:6]
@@ -240,3 +238,45 @@ def test_cli_cache_options_and_run_record(tmp_path):
     assert a["embedding_cache"] == str(cache) and c["embedding_cache"] is None
     assert (cache / "embeddings.sqlite3").exists() and len(a["load_before"]) == 3
     assert set(a["method_seconds"]) == {"flexamem-piece"}
+
+
+def test_cli_set_passes_checked_settings_to_our_methods(tmp_path, capsys):
+    from flexamem_core.cli import main
+
+    from .test_datasets import LME as LME_RECORD
+
+    data = tmp_path / "lme.json"
+    data.write_text(json.dumps([LME_RECORD]))
+    args = ["eval", "longmemeval", "--data", str(data), "--budgets", "60", "--methods", "flexamem-piece",
+            "--quiet", "--threads", "1"]
+    assert main([*args, "--out", str(tmp_path / "on"), "--embedding-cache", str(tmp_path / "e1")]) == 0
+    assert main([*args, "--out", str(tmp_path / "off"), "--embedding-cache", str(tmp_path / "e2"),
+                 "--set", "piece_vectors=false", "--set", "fusion=bm25"]) == 0
+    on, off = (json.loads((tmp_path / d / "run.json").read_text()) for d in ("on", "off"))
+    assert on["settings"] == {} and off["settings"] == {"piece_vectors": False, "fusion": "bm25"}
+    # a reader history embeds its pieces by default; with the setting off only notes and queries
+    assert off["embeddings_computed"] < on["embeddings_computed"]
+    capsys.readouterr()
+    for bad in ("piece_vectors", "no_such_setting=1", "fusion=cosine"):
+        assert main([*args, "--out", str(tmp_path / "bad"), "--no-embedding-cache", "--set", bad]) == 2
+        assert "--set" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ the prompt-cache meter
+
+def test_prefix_meter_agrees_with_the_core_meter(tokenizer, embedder):
+    from flexamem_core.prompt_cache import CacheMeter
+    from flexamem_eval.runner import PrefixMeter
+
+    env = Env(tokenizer=tokenizer, embedder_factory=lambda: embedder)
+    item = trajectory(24)
+    calls = 0
+    for name in ("flexamem-unit", "masking", "truncation", "langchain-trim", "full"):
+        for budget in (1500, 3000):
+            method, ours, core = make_method(name, env, {}), PrefixMeter(env), CacheMeter(tokenizer)
+            for i in range(3, len(item.messages) + 1, 2):
+                context = method.step_context(list(item.messages[:i]), budget)
+                tokens = env.count(context)
+                assert ours.add(context, tokens) == core.add(context, tokens)[1], (name, budget, i)
+                calls += 1
+    assert calls > 100

@@ -18,6 +18,14 @@ TRAJ = DATA / "trajectories" / "mini_swe_agent_gemini3pro_dev100.jsonl.gz"
 needs_data = pytest.mark.skipif(not DATA.is_dir(), reason="shared data folder absent")
 
 
+def dev_slices(tokenizer, embedder):
+    """An eval environment, the first dev trajectory and the first LoCoMo dev conversation."""
+    from flexamem_eval.methods.base import Env
+
+    env = Env(tokenizer=tokenizer, embedder_factory=lambda: embedder)
+    return env, load("trajectories", TRAJ, limit=1)[0], load("locomo", LOCOMO, limit=40)[0]
+
+
 @needs_data
 def test_longmemeval_dev_loads_with_evidence():
     items = load("longmemeval", LME)
