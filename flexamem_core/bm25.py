@@ -97,6 +97,10 @@ class BM25Index:
         # _Postings only when it is read or grows: most terms never are.
         self._saved_vocab: dict[str, int] = {}
         self._saved: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        # The last dense scoring, by its terms and the number of documents (the index only
+        # grows, so that pair names the result): one render scores the same words for the
+        # automatic rule's signals and for the pieces it then shows.
+        self._last_scores: tuple[frozenset[str], int, np.ndarray] | None = None
 
     def __len__(self) -> int:
         return len(self._lengths) + len(self._pending_lengths)
@@ -185,18 +189,24 @@ class BM25Index:
         return self.k1 * (1.0 - self.b + self.b * lengths / avgdl)
 
     def scores(self, query: Iterable[str]) -> np.ndarray:
-        """BM25 score of every document for a set of query terms (dense, float64)."""
+        """BM25 score of every document for a set of query terms (dense, float64, read-only:
+        the same array comes back for the same terms until a document is added)."""
         n_docs = len(self)
+        terms = frozenset(query)
+        last = self._last_scores
+        if last is not None and last[0] == terms and last[1] == n_docs:
+            return last[2]
         out = np.zeros(n_docs, dtype=np.float64)
-        if n_docs == 0:
-            return out
-        norm = self._norm(self._length_array())
-        for term in sorted(set(query)):
-            p = self._term(term)
-            if p is None:
-                continue
-            docs, tfs = p.arrays()
-            out[docs] += self.idf(term) * tfs * (self.k1 + 1.0) / (tfs + norm[docs])
+        if n_docs:
+            norm = self._norm(self._length_array())
+            for term in sorted(terms):
+                p = self._term(term)
+                if p is None:
+                    continue
+                docs, tfs = p.arrays()
+                out[docs] += self.idf(term) * tfs * (self.k1 + 1.0) / (tfs + norm[docs])
+        out.flags.writeable = False
+        self._last_scores = (terms, n_docs, out)
         return out
 
     def scores_in(self, query: Iterable[str], ranges: Sequence[range]) -> np.ndarray:

@@ -100,3 +100,16 @@ def steps(n: int, start: int = 0, size: int = 40) -> list[dict]:
                 {"role": "user", "content": f"<returncode>0</returncode>\nnote {i}: " + "lorem ipsum " * size,
                  "id": f"o{i}"}]
     return out
+
+
+class CountingEmbedder:
+    """Delegates to a real embedder and records how many texts each call embeds (to show
+    what a write or a render embedded, and that a render embeds nothing but its query)."""
+
+    def __init__(self, inner) -> None:
+        self.inner, self.name, self.dim = inner, inner.name, inner.dim
+        self.calls: list[int] = []
+
+    def embed(self, texts):
+        self.calls.append(len(texts))
+        return self.inner.embed(texts)

@@ -16,18 +16,7 @@ from flexamem_core.stores import InMemoryStore
 from flexamem_core.stores.sqlite import SQLiteStore
 from flexamem_core.units import reader_blocks, unit_label
 
-
-class CountingEmbedder:
-    """The real embedder, recording how many texts each call embeds."""
-
-    def __init__(self, inner) -> None:
-        self.inner, self.name, self.dim = inner, inner.name, inner.dim
-        self.calls: list[int] = []
-
-    def embed(self, texts):
-        self.calls.append(len(texts))
-        return self.inner.embed(texts)
-
+from .checks import CountingEmbedder
 
 EVIDENCE = "Yesterday we finally adopted a golden retriever puppy from the shelter and named him Biscuit."
 QUESTION = "What kind of dog did I get?"

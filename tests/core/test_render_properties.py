@@ -22,7 +22,7 @@ FEW = PROPS
 
 
 @PROPS
-@given(history=agent_history(), budget=st.integers(150, 9000), mode=st.sampled_from(["unit", "piece"]))
+@given(history=agent_history(), budget=st.integers(150, 9000), mode=st.sampled_from(["auto", "unit", "piece"]))
 def test_agent_render_fits_budget_and_keeps_structure(history, budget, mode, tokenizer, hashing_embedder):
     mem = FlexAMem(FlexAMemConfig(budget=budget, mode=mode), tokenizer=tokenizer, embedder=hashing_embedder)
     before = copy.deepcopy(history)
@@ -50,7 +50,7 @@ def test_agent_render_fits_budget_and_keeps_structure(history, budget, mode, tok
 
 
 @FEW
-@given(history=conversation(), budget=st.integers(300, 6000), mode=st.sampled_from(["unit", "piece"]))
+@given(history=conversation(), budget=st.integers(300, 6000), mode=st.sampled_from(["auto", "unit", "piece"]))
 def test_reader_render_fits_budget(history, budget, mode, tokenizer, hashing_embedder):
     mem = FlexAMem(FlexAMemConfig(budget=budget, mode=mode, history="reader"), tokenizer=tokenizer,
                    embedder=hashing_embedder)
@@ -102,7 +102,7 @@ def test_ingestion_is_idempotent_and_prefix_stable(history, cut, tokenizer, hash
     assert keys == [n.unit_key for n in scratch.store.notes("default")]
 
 
-@pytest.mark.parametrize("mode", ["unit", "piece"])
+@pytest.mark.parametrize("mode", ["auto", "unit", "piece"])
 def test_namespaces_are_isolated(mode, tokenizer, hashing_embedder):
     mem = FlexAMem(FlexAMemConfig(budget=1500, mode=mode), tokenizer=tokenizer, embedder=hashing_embedder)
     secret = [{"role": "user", "content": "task"}] + [

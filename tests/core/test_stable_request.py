@@ -19,7 +19,7 @@ from flexamem_core.properties import Context, problems
 from flexamem_core.recovery import MEMORY_CLOSE
 from flexamem_core.render import count_messages
 
-from .checks import independent_tokens, structure_problem
+from .checks import CountingEmbedder, independent_tokens, structure_problem
 from .strategies import agent_history
 
 # Each example renders every prefix of its history, so fewer examples than the one-call properties.
@@ -175,18 +175,6 @@ def test_the_paper_rule_renders_every_call(tokenizer, hashing_embedder, long_run
     results = run(FlexAMem(FlexAMemConfig(budget=3000, cache_stable=False), tokenizer=tokenizer,
                            embedder=hashing_embedder), long_run)
     assert all("cache" not in r.report for r in results)
-
-
-class CountingEmbedder:
-    """Delegates to a real embedder and counts the texts it is asked to embed."""
-
-    def __init__(self, inner) -> None:
-        self.inner, self.name, self.dim = inner, inner.name, inner.dim
-        self.calls: list[int] = []
-
-    def embed(self, texts):
-        self.calls.append(len(texts))
-        return self.inner.embed(texts)
 
 
 @pytest.mark.parametrize("mode", ["unit", "piece"])
