@@ -102,6 +102,7 @@ class NamespaceIndex:
         #: Position (in ``notes``) of the unit of every piece document.
         self._doc_note = GrowableArray(np.int64)
         self._piece_vectors = _Rows(dim)
+        self._last_cosines: tuple[np.ndarray, _Rows, int, np.ndarray] | None = None
         #: Piece documents that carry their own vector (the others use their note's).
         self.own_piece_vectors = 0
         self.unit_docs: dict[str, range] = {}
@@ -327,13 +328,28 @@ class NamespaceIndex:
         """Cosine of each piece document (all of them with ``docs=None``) with the query, from
         the stored vectors: no model call."""
         if docs is None:
-            return self.piece_vectors @ q_vec
+            return self._all_cosines(q_vec)
         docs = np.asarray(docs, dtype=np.int64)
         if 8 * len(docs) > len(self.doc_unit):
             # many documents (the old units' pieces): one product over the matrix in place,
             # not a copy of the rows it would gather first
-            return (self.piece_vectors @ q_vec)[docs]
+            return self._all_cosines(q_vec)[docs]
         return self.piece_vectors[docs] @ q_vec
+
+    def _all_cosines(self, q_vec: np.ndarray) -> np.ndarray:
+        """Every piece's cosine with ``q_vec`` (read-only). An automatic render ranks the old
+        pieces for its signals and again for the pieces it shows, with one query vector: the
+        last product is kept, keyed by the vector, the matrix and its row count (rows are only
+        ever appended; a loaded snapshot is a new matrix)."""
+        rows = self._piece_vectors
+        n = len(self.doc_unit)
+        last = self._last_cosines
+        if last is not None and last[1] is rows and last[2] == n and np.array_equal(last[0], q_vec):
+            return last[3]
+        out = self.piece_vectors @ q_vec
+        out.setflags(write=False)
+        self._last_cosines = (np.array(q_vec, copy=True), rows, n, out)
+        return out
 
     def get_merged(self, key: str) -> MergedRecord | None:
         found = self.merged.get(key)

@@ -174,3 +174,25 @@ def share(hits: int, total: int) -> float | None:
 def percentile(values: Sequence[float], q: float) -> float | None:
     """The q-th percentile (numpy's linear interpolation), None for no values."""
     return float(np.percentile(np.asarray(values, dtype=float), q)) if len(values) else None
+
+
+def clustered_share_ci(hits: Sequence[int], totals: Sequence[int], level: float = 0.95,
+                       resamples: int = 2000) -> tuple[float, float] | None:
+    """A percentile bootstrap interval of ``sum(hits) / sum(totals)`` with whole clusters
+    (one per trajectory or question) resampled, as their strings are not independent: a
+    few steps that reuse many strings of one file carry a large share of a trajectory
+    measure. Seeded, so the same records give the same interval; None without data."""
+    from scipy.stats import bootstrap
+
+    h = np.asarray(hits, dtype=float)
+    t = np.asarray(totals, dtype=float)
+    if len(h) < 2 or t.sum() == 0:
+        return None
+
+    def ratio(a: np.ndarray, b: np.ndarray, axis: int = -1) -> np.ndarray:
+        return a.sum(axis=axis) / np.maximum(b.sum(axis=axis), 1e-12)
+
+    res = bootstrap((h, t), ratio, paired=True, vectorized=True, n_resamples=resamples,
+                    confidence_level=level, method="percentile", rng=np.random.default_rng(0))
+    return float(res.confidence_interval.low), float(res.confidence_interval.high)
+

@@ -15,12 +15,14 @@ from typing import Any
 
 from flexamem_core.prompt_cache import CACHED_PRICE, NEW_PRICE, call_cost
 
-from .metrics import percentile, share
+from .metrics import clustered_share_ci, percentile, share
 from .plots import plot_metrics, plot_prompt_cache
 from .runner import ItemResult, RenderRecord
 
 CONVERSATION_METRICS = ("evidence_turns_full", "evidence_turns_part", "questions_all_evidence")
 TRAJECTORY_METRICS = ("reused_detail_recall", "command_trace_recall")
+#: The spread of ``reused_detail_recall`` (tables only, not plotted).
+SPREAD_METRICS = ("reused_detail_recall_per_step", "reused_detail_recall_ci_low", "reused_detail_recall_ci_high")
 #: Prompt caching over the model calls whose history exceeds B_bar (trajectories).
 CACHE_METRICS = ("cached_prefix_share", "cost_per_call", "calls")
 COMMON_METRICS = ("context_tokens_mean", "context_tokens_max", "render_ms_p50", "render_ms_p95",
@@ -99,6 +101,7 @@ def aggregate(dataset: str, results: Sequence[ItemResult]) -> list[dict[str, Any
                              share(sum(r.reused_hits for r in recs), reused), reused))
             rows.append(_row(dataset, method, budget, "command_trace_recall",
                              share(sum(r.trace_hits for r in recs), trace), trace))
+            rows += _spread_rows(dataset, method, budget, recs)
             rows.append(_row(dataset, method, budget, "steps", len(recs), len(recs)))
             rows += _cache_rows(dataset, method, budget, recs)
         tokens = [r.tokens for r in recs]
@@ -113,6 +116,22 @@ def aggregate(dataset: str, results: Sequence[ItemResult]) -> list[dict[str, Any
         rows.append(_row(dataset, method, budget, "llm_calls_per_unit",
                          share(sum(w.llm_calls for w in writes[method]), units), units))
     return rows
+
+
+def _spread_rows(dataset: str, method: str, budget: int, recs: Sequence[RenderRecord]) -> list[dict[str, Any]]:
+    """How far ``reused_detail_recall`` can be trusted: the mean over steps of each step's
+    share (every step counts once, however many strings it reuses) and a 95% bootstrap
+    interval over trajectories (:func:`~flexamem_eval.metrics.clustered_share_ci`)."""
+    steps = [r for r in recs if r.reused_total]
+    by_item: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for r in steps:
+        by_item[r.item_id][0] += r.reused_hits
+        by_item[r.item_id][1] += r.reused_total
+    per_step = share(sum(r.reused_hits / r.reused_total for r in steps), len(steps))
+    ci = clustered_share_ci([h for h, _ in by_item.values()], [t for _, t in by_item.values()])
+    return [_row(dataset, method, budget, "reused_detail_recall_per_step", per_step, len(steps)),
+            _row(dataset, method, budget, "reused_detail_recall_ci_low", ci[0] if ci else None, len(by_item)),
+            _row(dataset, method, budget, "reused_detail_recall_ci_high", ci[1] if ci else None, len(by_item))]
 
 
 def _cache_rows(dataset: str, method: str, budget: int, recs: Sequence[RenderRecord]) -> list[dict[str, Any]]:
@@ -164,7 +183,7 @@ def markdown(rows: Sequence[dict[str, Any]], methods_order: Sequence[str] | None
         budgets = sorted({r["budget"] for r in drows})
         conversation = any(r["metric"] == "evidence_turns_full" for r in drows)
         cache = () if conversation or not any(r["metric"] == "cost_per_call" for r in drows) else CACHE_METRICS
-        main = (CONVERSATION_METRICS if conversation else TRAJECTORY_METRICS) + cache + COMMON_METRICS
+        main = (CONVERSATION_METRICS if conversation else TRAJECTORY_METRICS + SPREAD_METRICS) + cache + COMMON_METRICS
         if cache:
             out += [PRICE_NOTE, ""]
         for budget in budgets:

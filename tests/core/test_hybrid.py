@@ -84,6 +84,25 @@ def test_fusion_shows_a_paraphrased_piece_that_bm25_alone_misses(embedder, token
     assert EVIDENCE in hybrid.store.pieces("default", index.doc_unit[best])[index.doc_piece[best]].text
 
 
+
+def test_the_kept_cosines_are_those_of_the_current_query_and_pieces(embedder, tokenizer):
+    """A render scores every old piece twice with one query vector: the second scoring reuses
+    the first product, and a new query, a new unit or a loaded snapshot gets a fresh one."""
+    mem = reader(embedder, tokenizer)
+    history = chat()
+    mem.ingest(history[:60], final=False)
+    index = mem._space("default").index
+    q1, q2 = embedder.embed([QUESTION, "Where is the compost bin?"])
+    first = index.piece_cosines(None, q1)
+    assert index.piece_cosines(None, q1) is first and not first.flags.writeable
+    np.testing.assert_allclose(index.piece_cosines(np.arange(len(first)), q1), first)
+    np.testing.assert_allclose(index.piece_cosines(None, q2), index.piece_vectors @ q2, rtol=1e-6)
+    mem.ingest(history, final=True)  # more pieces: the product covers them
+    grown = index.piece_cosines(None, q1)
+    assert len(grown) > len(first)
+    np.testing.assert_allclose(grown, index.piece_vectors @ q1, rtol=1e-6)
+    np.testing.assert_allclose(grown[: len(first)], first, rtol=1e-6)
+
 def test_a_render_embeds_its_question_only(embedder, tokenizer):
     counting = CountingEmbedder(embedder)
     mem = reader(counting, tokenizer)

@@ -40,6 +40,27 @@ def test_aggregate_known_values():
     assert set(next(iter(rows.values()))) == {"dataset", "method", "budget", "metric", "value", "n"}
 
 
+
+def test_trajectory_spread_counts_each_step_once_and_brackets_the_share():
+    """One heavy step (40 strings, 10 shown) and twelve light ones (1 string, shown): the share
+    over strings is pulled down by the heavy step, the mean over steps is not, and the
+    bootstrap interval over trajectories contains the share and is reproducible."""
+    res = ItemResult()
+    res.renders = [RenderRecord("m", 4000, "heavy", "all", 100, 1.0, step=0, reused_hits=10, reused_total=40)]
+    res.renders += [RenderRecord("m", 4000, f"t{i}", "all", 100, 1.0, step=1, reused_hits=1, reused_total=1)
+                    for i in range(12)]
+    res.renders.append(RenderRecord("m", 4000, "t0", "all", 100, 1.0, step=2))  # no reused string: not a step
+    rows = {r["metric"]: r for r in aggregate("trajectories", [res])}
+    assert rows["reused_detail_recall"]["value"] == pytest.approx(22 / 52)
+    assert rows["reused_detail_recall_per_step"]["value"] == pytest.approx((0.25 + 12) / 13)
+    assert rows["reused_detail_recall_per_step"]["n"] == 13 and rows["reused_detail_recall_ci_low"]["n"] == 13
+    low, high = rows["reused_detail_recall_ci_low"]["value"], rows["reused_detail_recall_ci_high"]["value"]
+    assert low < 22 / 52 < high <= 1.0
+    again = {r["metric"]: r for r in aggregate("trajectories", [res])}
+    bounds = again["reused_detail_recall_ci_low"]["value"], again["reused_detail_recall_ci_high"]["value"]
+    assert bounds == (low, high)
+    assert "reused_detail_recall_per_step" in markdown(list(rows.values()))
+
 def test_markdown_and_plots(tmp_path):
     rows = aggregate("longmemeval", _results())
     text = markdown(rows)
