@@ -23,6 +23,8 @@ CONVERSATION_METRICS = ("evidence_turns_full", "evidence_turns_part", "questions
 TRAJECTORY_METRICS = ("reused_detail_recall", "command_trace_recall")
 #: The spread of ``reused_detail_recall`` (tables only, not plotted).
 SPREAD_METRICS = ("reused_detail_recall_per_step", "reused_detail_recall_ci_low", "reused_detail_recall_ci_high")
+#: The spread of ``evidence_turns_full`` (tables only).
+EVIDENCE_SPREAD_METRICS = ("evidence_turns_full_ci_low", "evidence_turns_full_ci_high")
 #: Prompt caching over the model calls whose history exceeds B_bar (trajectories).
 CACHE_METRICS = ("cached_prefix_share", "cost_per_call", "calls")
 COMMON_METRICS = ("context_tokens_mean", "context_tokens_max", "render_ms_p50", "render_ms_p95",
@@ -73,6 +75,16 @@ def _evidence_rows(dataset: str, method: str, budget: int, recs: Sequence[Render
     ]
 
 
+def _evidence_spread_rows(dataset: str, method: str, budget: int, recs: Sequence[RenderRecord]
+                          ) -> list[dict[str, Any]]:
+    """A 95% bootstrap interval of ``evidence_turns_full`` with whole questions resampled
+    (:func:`~flexamem_eval.metrics.clustered_share_ci`); n: the questions with evidence."""
+    with_ev = [r for r in recs if r.evidence_turns]
+    ci = clustered_share_ci([r.evidence_full for r in with_ev], [r.evidence_turns for r in with_ev])
+    return [_row(dataset, method, budget, "evidence_turns_full_ci_low", ci[0] if ci else None, len(with_ev)),
+            _row(dataset, method, budget, "evidence_turns_full_ci_high", ci[1] if ci else None, len(with_ev))]
+
+
 def aggregate(dataset: str, results: Sequence[ItemResult]) -> list[dict[str, Any]]:
     """Result rows for every method and budget found in the results."""
     renders: dict[tuple[str, int], list[RenderRecord]] = defaultdict(list)
@@ -88,6 +100,7 @@ def aggregate(dataset: str, results: Sequence[ItemResult]) -> list[dict[str, Any
     for (method, budget), recs in sorted(renders.items()):
         if conversation:
             rows += _evidence_rows(dataset, method, budget, recs)
+            rows += _evidence_spread_rows(dataset, method, budget, recs)
             rows.append(_row(dataset, method, budget, "questions", len(recs), len(recs)))
             rows.append(_row(dataset, method, budget, "abstention_questions",
                              sum(res.abstentions for res in results), len(recs)))
@@ -183,7 +196,8 @@ def markdown(rows: Sequence[dict[str, Any]], methods_order: Sequence[str] | None
         budgets = sorted({r["budget"] for r in drows})
         conversation = any(r["metric"] == "evidence_turns_full" for r in drows)
         cache = () if conversation or not any(r["metric"] == "cost_per_call" for r in drows) else CACHE_METRICS
-        main = (CONVERSATION_METRICS if conversation else TRAJECTORY_METRICS + SPREAD_METRICS) + cache + COMMON_METRICS
+        main = (CONVERSATION_METRICS + EVIDENCE_SPREAD_METRICS if conversation else
+                TRAJECTORY_METRICS + SPREAD_METRICS) + cache + COMMON_METRICS
         if cache:
             out += [PRICE_NOTE, ""]
         for budget in budgets:

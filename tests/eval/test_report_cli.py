@@ -37,6 +37,9 @@ def test_aggregate_known_values():
     assert rows["evidence_turns_full[temporal]"]["value"] == 0.5
     assert rows["questions_all_evidence[multi]"]["value"] == 0.0 and rows["questions_all_evidence[multi]"]["n"] == 1
     assert rows["abstention_questions"]["value"] == 1
+    # whole questions resampled: both of q1 (1 of 2 turns) at best, both of q2 (0 of 1) at worst
+    assert rows["evidence_turns_full_ci_low"]["value"] == 0.0 and rows["evidence_turns_full_ci_high"]["value"] == 0.5
+    assert rows["evidence_turns_full_ci_low"]["n"] == 2
     assert set(next(iter(rows.values()))) == {"dataset", "method", "budget", "metric", "value", "n"}
 
 
