@@ -24,6 +24,7 @@ from .auto import auto_plan
 from .bm25 import content_words
 from .config import FlexAMemConfig
 from .embeddings import default_embedder, normalize
+from .grown import MessagesView, grow_copy
 from .index import NamespaceIndex
 from .index_snapshot import NamespaceVersions
 from .logs import logged_render, warn_once
@@ -105,6 +106,10 @@ class _Namespace:
     chain_messages: list[Message] = field(default_factory=list)
     user_units: list[int] = field(default_factory=list)
     sent: SentRequest | None = None
+    #: The namespace's own copy of the last history it was given, grown in place while the
+    #: host's history only grows (:mod:`.grown`), and whether the chain was matched against it.
+    history: list[Message] = field(default_factory=list)
+    chain_on_history: bool = False
     #: The store's version of the namespace this state reflects (``NamespaceVersions``).
     version: str | None = None
 
@@ -151,6 +156,8 @@ class FlexAMem:
                                                                self.config.merged_record_words)
         self._spaces: dict[str, _Namespace] = {}
         self._lock = threading.RLock()
+        #: The last query's texts and vectors (:meth:`_embed_query`).
+        self._last_query: tuple[tuple[str, ...], np.ndarray] | None = None
         self.warming: threading.Thread | None = \
             warm_in_background(lambda: self.embedder) if self.config.warm == "background" else None
 
@@ -203,11 +210,16 @@ class FlexAMem:
 
         The usual call brings the same message objects as the last one plus new ones: one
         identity pass (in C) confirms the whole chain, and only the new messages are packed.
+        A body that is a view of the namespace's own copy of the history, which only grew
+        since the chain was matched against it, needs no pass at all.
         """
         kind = self.config.history
         flat = space.chain_messages
+        on_history = isinstance(body, MessagesView) and body.over(space.history)
+        known = on_history and space.chain_on_history
+        space.chain_on_history = False
         if flat and len(body) >= len(flat) and body[len(flat) - 1] is flat[-1] and \
-                all(map(operator.is_, body, flat)):
+                (known or all(map(operator.is_, body, flat))):
             matched, i = list(space.chain), len(flat)  # the same objects as last call: all units still match
         else:
             matched, i = [], 0
@@ -260,7 +272,17 @@ class FlexAMem:
                 siblings.append(unit.key)
             matched.append((unit, tuple(quick_fingerprint(m) for m in unit.messages)))
         space.set_chain(matched, kept, body)
+        space.chain_on_history = on_history
         return _Synced(space.units, tail, written)
+
+    def _accept(self, space: _Namespace, history: Sequence[Message | Mapping[str, Any]]) -> tuple[list[Message], bool]:
+        """The call's history as the namespace's own copy, and whether that copy only grew
+        (then it was grown in place at the cost of the new messages, :func:`.grown.grow_copy`)."""
+        if grow_copy(space.history, history):
+            return space.history, True
+        space.history = as_messages(history)
+        space.chain_on_history = False
+        return space.history, False
 
     def _stored_match(self, space: _Namespace, namespace: str, key: str, body: Sequence[Message],
                       i: int, kind: UnitKind, parent: str | None) -> Unit | None:
@@ -296,11 +318,13 @@ class FlexAMem:
         ``final=True`` also writes the last, still open unit (a finished conversation).
         Idempotent: the same history, or the history plus new messages, writes only new units.
         """
-        msgs = as_messages(history)
+        if type(history) is not list:
+            as_messages(history)  # a clear error for what is not a history, before any state
         with self._lock:
             space = self._space(namespace)
-            layout = split_layout(msgs, self.config.history)
-            body = list(layout.body) + (list(layout.current) if final else [])
+            msgs, grew = self._accept(space, history)
+            layout = split_layout(msgs, self.config.history, shared=grew)
+            body = [*layout.body, *layout.current] if final and layout.current else layout.body
             synced = self._sync(space, namespace, body, final, progress)
             return synced.written
 
@@ -314,7 +338,8 @@ class FlexAMem:
         With ``cache_stable`` (the agent default) consecutive calls of a namespace keep a
         stable request prefix: see :mod:`flexamem_core.stable` for the rule.
         """
-        msgs = as_messages(history)
+        if type(history) is not list:
+            as_messages(history)  # a clear error for what is not a history, before any state
         cfg = self.config if budget is None else self.config.with_budget(budget)
         extra_tokens = check_extra_tokens(extra_tokens)
         if query is not None and not isinstance(query, str):
@@ -322,17 +347,22 @@ class FlexAMem:
         stable = cfg.cache_stable and cfg.history == "agent"
         with self._lock:
             space = self._space(namespace)
-            layout = split_layout(msgs, cfg.history)
+            msgs, grew = self._accept(space, history)
             previous = space.sent if stable else None
-            grown = previous is not None and previous.continues(msgs, cfg.budget, extra_tokens, query)
+            # The previous request's history is the namespace's copy, which only grew since: no
+            # pass over the history is needed to know this call continues it.
+            grown = previous is not None and (
+                (grew and previous.source is msgs and previous.same_call(cfg.budget, extra_tokens, query))
+                or previous.continues(msgs, cfg.budget, extra_tokens, query))
             if grown:
                 assert previous is not None
                 rendered = append_new(previous, msgs, cfg, self.tokenizer)
                 if rendered is not None:
-                    self._sync(space, namespace, layout.body, False)
+                    self._sync(space, namespace, split_layout(msgs, cfg.history, shared=grew).body, False)
                     rendered.report["newest_step"] = step_status(rendered.messages, msgs, cfg.history)
                     space.sent = previous.after(msgs, rendered)
                     return rendered
+            layout = split_layout(msgs, cfg.history, shared=grew)
             passed = None
             if not exceeds(msgs, self.tokenizer, cfg.effective_budget, extra_tokens):
                 self._sync(space, namespace, layout.body, False)
@@ -635,7 +665,7 @@ class FlexAMem:
         question = "\n".join(m.text for m in layout.current)
         extra = query or ""
         if cfg.history == "agent" and not question:
-            q_vec = normalize(sum(self.embedder.embed([t for t in (task_text, newest, extra) if t]),
+            q_vec = normalize(sum(self._embed_query([t for t in (task_text, newest, extra) if t]),
                                   np.zeros(self.embedder.dim, dtype=np.float32)))
             focus = self._focus(cfg, window_units, query)
             if focus:
@@ -643,7 +673,18 @@ class FlexAMem:
             return q_vec, "\n".join(t for t in (newest, extra) if t), \
                 "\n".join(t for t in (task_text, newest, extra) if t)
         q_text = "\n".join(t for t in (question, extra) if t) or task_text
-        return self.embedder.embed([q_text])[0], q_text, q_text
+        return self._embed_query([q_text])[0], q_text, q_text
+
+    def _embed_query(self, texts: list[str]) -> np.ndarray:
+        """The query's vectors, embedded once per call: a cache-stable render that renders
+        again at another budget, or extends and then renders, asks for the same texts."""
+        key = tuple(texts)
+        if self._last_query is not None and self._last_query[0] == key:
+            return self._last_query[1]
+        vecs = np.array(self.embedder.embed(texts), copy=True)
+        vecs.setflags(write=False)
+        self._last_query = (key, vecs)
+        return vecs
 
     @staticmethod
     def _focus(cfg: FlexAMemConfig, window_units: Sequence[Unit | PackedUnit], query: str | None) -> str:

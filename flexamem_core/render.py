@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from itertools import islice
 from typing import Any
 
+from .grown import MessagesView
 from .host.budget import BudgetError
 from .host.marker import MEMORY_ID, mark
 from .host.wire import tool_calls_json
@@ -80,7 +81,8 @@ class Layout:
 
     system: Message | None
     task: tuple[Message, ...]
-    body: tuple[Message, ...]
+    #: A tuple, or (``split_layout(shared=True)``) a view of the history list it came from.
+    body: Sequence[Message]
     current: tuple[Message, ...]
 
     @property
@@ -89,17 +91,22 @@ class Layout:
         return [m for m in (self.system, *self.task) if m is not None]
 
 
-def split_layout(messages: Sequence[Message], kind: str) -> Layout:
+def split_layout(messages: Sequence[Message], kind: str, shared: bool = False) -> Layout:
     """Agents: system + task (first user message) fixed, the rest is body.
-    Readers: system fixed, the current turn (from the last user message on) kept, the rest body."""
+    Readers: system fixed, the current turn (from the last user message on) kept, the rest body.
+
+    ``shared`` (agents, ``messages`` a list): the body is a view of ``messages``, not a copy
+    (for the namespace's own copy of the history, :mod:`flexamem_core.grown`)."""
     i = 0
     while i < len(messages) and messages[i].role == "system":
         i += 1
     system = one_system(messages[:i])
     if kind == "agent":
-        if i < len(messages) and messages[i].role == "user":
-            return Layout(system, (messages[i],), tuple(islice(messages, i + 1, None)), ())
-        return Layout(system, (), tuple(islice(messages, i, None)), ())
+        task = (messages[i],) if i < len(messages) and messages[i].role == "user" else ()
+        start = i + len(task)
+        body: Sequence[Message] = MessagesView(messages, start) if shared and isinstance(messages, list) else \
+            tuple(islice(messages, start, None))
+        return Layout(system, task, body, ())
     last_user = next((j for j in range(len(messages) - 1, i - 1, -1) if messages[j].role == "user"), None)
     if last_user is None:
         return Layout(system, (), tuple(islice(messages, i, None)), ())

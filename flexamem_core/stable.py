@@ -58,6 +58,9 @@ class SentRequest:
     #: Old units the memory covers (the rest of the history follows it verbatim).
     old_units: int | None
     report: dict[str, Any]
+    #: Messages of ``source`` this request was made from: the list may be the namespace's own
+    #: copy of the history (:mod:`flexamem_core.grown`), which later calls grow in place.
+    length: int
 
     @classmethod
     def of(cls, budget: int, extra_tokens: int, query: str | None, source: list[Message],
@@ -73,17 +76,21 @@ class SentRequest:
         verbatim_from = len(source) - n if window is not None and n >= window else None
         old_units = None if rendered.passthrough or rendered.memory_text is None else rendered.report.get("old_units")
         return cls(budget, extra_tokens, query, source, list(out), rendered.tokens, verbatim_from,
-                   rendered.memory_text, old_units, rendered.report)
+                   rendered.memory_text, old_units, rendered.report, len(source))
+
+    def same_call(self, budget: int, extra_tokens: int, query: str | None) -> bool:
+        """Whether a call has this request's settings (budget, extra tokens, query)."""
+        return (self.budget, self.extra_tokens, self.query) == (budget, extra_tokens, query)
 
     def continues(self, history: Sequence[Message], budget: int, extra_tokens: int, query: str | None) -> bool:
         """Whether ``history`` is this request's history plus new messages, for the same call settings."""
-        return (self.budget, self.extra_tokens, self.query) == (budget, extra_tokens, query) and \
-            same_prefix(history, self.source)
+        source = self.source if len(self.source) == self.length else self.source[:self.length]
+        return self.same_call(budget, extra_tokens, query) and same_prefix(history, source)
 
     def after(self, source: list[Message], rendered: Rendered) -> SentRequest:
         """This request once ``rendered`` (an append to it) was sent."""
         return replace(self, source=source, messages=list(rendered.messages), tokens=rendered.tokens,
-                       report=rendered.report)
+                       report=rendered.report, length=len(source))
 
 
 def stable_limit(cfg: FlexAMemConfig, fixed_tokens: int) -> int:
@@ -102,7 +109,7 @@ def append_new(sent: SentRequest, history: list[Message], cfg: FlexAMemConfig, t
     """Step 1: the previous request plus the new messages, if they pair up and it fits.
 
     The same history again (a retry) gets the same request, whatever it held."""
-    new = history[len(sent.source):]
+    new = history[sent.length:]
     if sent.verbatim_from is None and new:
         return None
     if not new:
@@ -113,7 +120,7 @@ def append_new(sent: SentRequest, history: list[Message], cfg: FlexAMemConfig, t
                         passthrough=bool(sent.report.get("passthrough", False)))
     if any(m.role == "system" for m in new):
         return None
-    if apply_properties([*history[sent.verbatim_from:len(sent.source)], *new]).repairs:
+    if apply_properties([*history[sent.verbatim_from:sent.length], *new]).repairs:
         return None  # the new messages must pair up as they are
     new = [sendable(m) for m in new]  # sent as counted: control characters and lone surrogates cleaned
     tokens = sent.tokens + sum(message_tokens(m, tokenizer) for m in new)

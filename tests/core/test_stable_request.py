@@ -188,3 +188,23 @@ def test_a_render_embeds_only_its_query(mode, tokenizer, hashing_embedder, long_
         r = mem.render(h)
         assert not r.passthrough
         assert counting.calls == [2], "one query embedding (task and newest unit), nothing else"
+
+
+@pytest.mark.parametrize("mode", ["unit", "piece", "auto"])
+def test_a_cache_stable_call_embeds_its_query_once(mode, tokenizer, hashing_embedder, long_run):
+    """An appended call embeds nothing; a call that extends, or renders again at another
+    budget after a first try, embeds its query once (the same texts are asked again)."""
+    counting = CountingEmbedder(hashing_embedder)
+    mem = FlexAMem(FlexAMemConfig(budget=3000, mode=mode), tokenizer=tokenizer, embedder=counting)
+    mem.ingest(long_run)
+    seen: dict[str, set[tuple[int, ...]]] = {}
+    for h in model_calls(long_run):
+        counting.calls.clear()
+        r = mem.render(h)
+        step = "passthrough" if r.passthrough else r.report["cache"]["step"]
+        seen.setdefault(step, set()).add(tuple(counting.calls))
+        if step in ("append", "passthrough"):
+            assert counting.calls == [], step
+        else:  # an extend with no room for detail needs no query
+            assert counting.calls in ([], [2]), (step, counting.calls)
+    assert {"append", "render"} <= set(seen) and (2,) in seen["render"]
