@@ -626,23 +626,37 @@ def select_pieces(hits: Sequence[int] | np.ndarray, scores: np.ndarray, tokens: 
     # Only the best pieces can fit: sort the top ones (all pieces tied with the last of
     # them included), and widen only if the room is not used up by them.
     smallest = max(1, int(np.min(tokens[hits])))
+    # Every piece shown costs at least its tokens and the newline before it: a piece that
+    # cannot fit even so is passed over without pricing its marks (with RRF every old piece
+    # is a candidate, and pricing them all once the room is nearly used took seconds).
+    least = 1 if framing is not None else 0
+    tokens_of = np.asarray(tokens)
     order = _best_first(hits, scores, 4 * (room // smallest + 1))
+    runs = _Runs(order, scores, tokens_of)
     i = 0
-    while room >= smallest:
-        if i >= len(order):
+    while room >= smallest + least:
+        # the next run of equal scores holding a piece that could fit (found in C: once the
+        # room is nearly used, most candidates are passed over here, none of them priced)
+        nxt = runs.next_fitting(i, room - least)
+        if nxt is None:
             if len(order) >= len(hits):
                 break
-            order = _best_first(hits, scores, 2 * len(order))  # ties at the cut are all included
+            # ties at the cut are all included, so the longer order starts with this one and
+            # its runs: go on after it (no piece of it could fit the room there is now)
+            i = len(order)
+            order = _best_first(hits, scores, 8 * len(order))
+            runs = _Runs(order, scores, tokens_of)
             continue
-        j = i + 1
-        while j < len(order) and scores[order[j]] == scores[order[i]]:
-            j += 1
+        i, j = nxt
         run = order[i:j]
-        if len(run) > 1 and sum(int(tokens[d]) for d in run) > room:
+        if len(run) > 1 and sum(int(tokens_of[d]) for d in run) > room:
             cos = cosine(run)
             run = [d for _, d in sorted(zip((-cos).tolist(), run))]
         for d in run:
-            cost = int(tokens[d]) + (framing.cost(d) if framing is not None else 0)
+            size = int(tokens_of[d])
+            if size + least > room:
+                continue
+            cost = size + (framing.cost(d) if framing is not None else 0)
             if cost <= room:
                 chosen.append(d)
                 room -= cost
@@ -650,6 +664,31 @@ def select_pieces(hits: Sequence[int] | np.ndarray, scores: np.ndarray, tokens: 
                     framing.take(d, cost)
         i = j
     return chosen
+
+
+class _Runs:
+    """The runs of equal scores of a best-first order, with the smallest piece of each."""
+
+    def __init__(self, order: list[int], scores: np.ndarray, tokens: np.ndarray) -> None:
+        arr = np.asarray(order, dtype=np.int64)
+        self.n = len(arr)
+        if self.n == 0:
+            self.starts = self.stops = self.smallest = np.zeros(0, dtype=np.int64)
+            return
+        values = scores[arr]
+        self.starts = np.concatenate(([0], np.flatnonzero(values[1:] != values[:-1]) + 1)).astype(np.int64)
+        self.stops = np.append(self.starts[1:], self.n)
+        self.smallest = np.minimum.reduceat(tokens[arr], self.starts)
+
+    def next_fitting(self, i: int, fits: int) -> tuple[int, int] | None:
+        """The first run starting at ``i`` or later whose smallest piece is at most ``fits``
+        tokens, as (start, stop); None if there is none in this order."""
+        r = int(np.searchsorted(self.starts, i))
+        ok = np.flatnonzero(self.smallest[r:] <= fits)
+        if len(ok) == 0:
+            return None
+        r += int(ok[0])
+        return int(self.starts[r]), int(self.stops[r])
 
 
 def _best_first(hits: np.ndarray, scores: np.ndarray, k: int) -> list[int]:
