@@ -318,8 +318,8 @@ class FlexAMem:
         ``final=True`` also writes the last, still open unit (a finished conversation).
         Idempotent: the same history, or the history plus new messages, writes only new units.
         """
-        if type(history) is not list:
-            as_messages(history)  # a clear error for what is not a history, before any state
+        if type(history) is not list:  # a tuple or another iterable: converted once, here (a clear error
+            history = as_messages(history)  # for what is not a history, before any state is touched)
         with self._lock:
             space = self._space(namespace)
             msgs, grew = self._accept(space, history)
@@ -338,8 +338,8 @@ class FlexAMem:
         With ``cache_stable`` (the agent default) consecutive calls of a namespace keep a
         stable request prefix: see :mod:`flexamem_core.stable` for the rule.
         """
-        if type(history) is not list:
-            as_messages(history)  # a clear error for what is not a history, before any state
+        if type(history) is not list:  # a tuple or another iterable: converted once, here (a clear error
+            history = as_messages(history)  # for what is not a history, before any state is touched)
         cfg = self.config if budget is None else self.config.with_budget(budget)
         extra_tokens = check_extra_tokens(extra_tokens)
         if query is not None and not isinstance(query, str):

@@ -625,12 +625,12 @@ def select_pieces(hits: Sequence[int] | np.ndarray, scores: np.ndarray, tokens: 
         return chosen
     # Only the best pieces can fit: sort the top ones (all pieces tied with the last of
     # them included), and widen only if the room is not used up by them.
-    smallest = max(1, int(np.min(tokens[hits])))
+    tokens_of = np.asarray(tokens)
+    smallest = max(1, int(np.min(tokens_of[hits])))
     # Every piece shown costs at least its tokens and the newline before it: a piece that
     # cannot fit even so is passed over without pricing its marks (with RRF every old piece
     # is a candidate, and pricing them all once the room is nearly used took seconds).
     least = 1 if framing is not None else 0
-    tokens_of = np.asarray(tokens)
     order = _best_first(hits, scores, 4 * (room // smallest + 1))
     runs = _Runs(order, scores, tokens_of)
     i = 0

@@ -4,6 +4,7 @@ a call costs what is new, and any other change to the history is still seen."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -83,7 +84,8 @@ def _run(mem: FlexAMem, host: list[Message], steps: range, namespace: str = "t")
 
 def test_a_host_that_appends_to_one_list_gets_what_a_fresh_copy_per_call_gets():
     """The same calls, once with one growing list (the copy grows in place) and once with a
-    tuple every call (copied anew): byte-identical requests, reports and stored units."""
+    list of new, equal messages every call (copied anew): byte-identical requests, reports and
+    stored units."""
     cfg = FlexAMemConfig(budget=2500)
     grown_mem, fresh_mem = FlexAMem(cfg, store=InMemoryStore()), FlexAMem(cfg, store=InMemoryStore())
     host = _start()
@@ -91,7 +93,8 @@ def test_a_host_that_appends_to_one_list_gets_what_a_fresh_copy_per_call_gets():
     fresh, h = [], _start()
     for i in range(40):
         h = [*h, *_step(i)]
-        fresh.append(fresh_mem.render(tuple(h), namespace="t"))  # not a list: copied anew every call
+        # new, equal message objects every call (as an adapter that converts its messages anew)
+        fresh.append(fresh_mem.render([replace(m) for m in h], namespace="t"))
     assert [r.messages for r in grown] == [r.messages for r in fresh]
     assert [r.report["cache"] for r in grown] == [r.report["cache"] for r in fresh]
     assert any(r.report["cache"]["step"] == "append" for r in grown)
@@ -100,6 +103,16 @@ def test_a_host_that_appends_to_one_list_gets_what_a_fresh_copy_per_call_gets():
     space, other = grown_mem._space("t"), fresh_mem._space("t")
     assert space.sent is not None and space.sent.source is space.history and space.chain_on_history
     assert not other.chain_on_history
+
+
+def test_a_tuple_or_a_generator_is_read_once():
+    """A history that is not a list is converted once: a generator, which can be read only
+    once, renders as the list it yields would."""
+    msgs = [*_start(), *_step(0), *_step(1)]
+    as_list = FlexAMem(FlexAMemConfig(budget=2500), store=InMemoryStore()).render(list(msgs))
+    for history in (tuple(msgs), (m for m in msgs)):
+        got = FlexAMem(FlexAMemConfig(budget=2500), store=InMemoryStore()).render(history)
+        assert got.messages == as_list.messages and got.messages
 
 
 def test_a_message_changed_in_the_hosts_list_is_seen_and_nothing_returned_changes():
