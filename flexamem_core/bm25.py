@@ -11,11 +11,13 @@ oracle for the scores.
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
 
@@ -27,7 +29,23 @@ _WORD = re.compile(r"[a-z0-9_]+")
 
 @lru_cache(maxsize=1)
 def stop_words() -> frozenset[str]:
-    """English stop words (scikit-learn's list, already a dependency of sentence-transformers)."""
+    """English stop words: scikit-learn's list (a dependency of sentence-transformers).
+
+    It is read from its own module file, which imports nothing: importing scikit-learn
+    takes 1.5 to 2 s, which a process whose embedder does not load it (an API embedder)
+    would otherwise pay on its first render. Falls back to the import if the file moved.
+    """
+    spec = importlib.util.find_spec("sklearn")  # finds the package without importing it
+    if spec is not None and spec.origin:
+        path = Path(spec.origin).parent / "feature_extraction" / "_stop_words.py"
+        module_spec = importlib.util.spec_from_file_location("_flexamem_stop_words", path) \
+            if path.is_file() else None
+        if module_spec is not None and module_spec.loader is not None:
+            module = importlib.util.module_from_spec(module_spec)
+            module_spec.loader.exec_module(module)
+            words = getattr(module, "ENGLISH_STOP_WORDS", None)
+            if isinstance(words, frozenset) and words:
+                return words
     from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
     return frozenset(ENGLISH_STOP_WORDS)
@@ -156,7 +174,7 @@ class BM25Index:
         if len(offsets) != len(vocab) + 1:
             raise ValueError("saved BM25 index is inconsistent")
         index._saved_vocab = {t: j for j, t in enumerate(vocab)}
-        index._saved = (offsets, arrays["bm25_docs"], arrays["bm25_tfs"])
+        index._saved = (np.array(offsets), np.array(arrays["bm25_docs"]), np.array(arrays["bm25_tfs"]))  # own copies
         lengths = arrays["bm25_lengths"]
         index._lengths = GrowableArray.of(lengths, np.float64)
         index._total = int(lengths.sum())

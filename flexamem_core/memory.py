@@ -61,7 +61,7 @@ from .schema import Note, Unit, UnitKind
 from .sendable_request import PINNED_MIN_TOKENS, check_extra_tokens, enforce_part, passthrough
 from .stable import SentRequest, append_new, extend_memory, stable_budget
 from .stores import InMemoryStore, check_namespace
-from .timeline import Timeline, TimelineLevels
+from .timeline import Timeline, TimelineLevels, count_record_lines
 from .tokens import default_tokenizer
 from .units import (
     DIGEST_FORMAT,
@@ -189,7 +189,7 @@ class FlexAMem:
             index = NamespaceIndex(self.store, namespace, self.config.bm25_k1, self.config.bm25_b)
             if index.notes:
                 if index.save_due():  # a store written before snapshots, or by many writers
-                    index.save(self.tokenizer.name)
+                    self._save_index(index)
                 # The index just loaded is long-lived: keep the cyclic collector from walking it
                 # again on every full collection (seconds at 10,000 units, inside a render).
                 gc.freeze()
@@ -198,6 +198,11 @@ class FlexAMem:
                 children.setdefault(parent, []).append(key)
             space = self._spaces[namespace] = _Namespace(index, children, version=version)
         return space
+
+    def _save_index(self, index: NamespaceIndex) -> None:
+        """Snapshot the index with the token count of every record line (reopening is fast)."""
+        count_record_lines(index, self.tokenizer)
+        index.save(self.tokenizer.name)
 
     def count_messages(self, messages: Sequence[Message | Mapping[str, Any]], extra_tokens: int = 0) -> int:
         """Exact token count of a request as FlexA-Mem budgets it."""
@@ -265,7 +270,7 @@ class FlexAMem:
         if written:
             space.version = self._store_version(namespace)  # our own writes (a racing one shows next time)
             if space.index.save_due():
-                space.index.save(self.tokenizer.name)
+                self._save_index(space.index)
         for unit in new_units:
             siblings = space.children.setdefault(unit.parent, [])
             if unit.key not in siblings:

@@ -169,15 +169,21 @@ class MergedRecord:
     tokens: int
     level: int
     writer: str = "rule"
+    #: Tokens of its timeline line as ``line_counter`` (a tokenizer and line format) counts
+    #: them, so a reopened timeline does not tokenize every merged line again (0: unknown).
+    line_tokens: int = 0
+    line_counter: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {"key": self.key, "covers": list(self.covers), "text": self.text,
-                "tokens": self.tokens, "level": self.level, "writer": self.writer}
+                "tokens": self.tokens, "level": self.level, "writer": self.writer,
+                "line_tokens": self.line_tokens, "line_counter": self.line_counter}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> MergedRecord:
         return cls(key=d["key"], covers=tuple(d["covers"]), text=d["text"],
-                   tokens=int(d["tokens"]), level=int(d["level"]), writer=d.get("writer", "rule"))
+                   tokens=int(d["tokens"]), level=int(d["level"]), writer=d.get("writer", "rule"),
+                   line_tokens=int(d.get("line_tokens", 0)), line_counter=str(d.get("line_counter", "")))
 
 
 def merge_key(covers: Sequence[str], writer: str) -> str:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -100,3 +102,16 @@ def test_empty_index_and_empty_query():
     index.add(["", "word"])
     assert index.search("") == []
     assert index.scores(set()).tolist() == [0.0, 0.0]
+
+
+def test_stop_words_are_scikit_learns_read_without_importing_it():
+    """The list is scikit-learn's, read from its module file: a process whose embedder does
+    not load scikit-learn (an API embedder) does not pay its import (1.5-2 s) on a first render."""
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+    assert stop_words() == ENGLISH_STOP_WORDS
+    probe = ("import sys; from flexamem_core.bm25 import terms; "
+             "assert terms('the parser of the config') == ['parser', 'config']; "
+             "assert 'sklearn' not in sys.modules, 'scikit-learn was imported'")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr

@@ -1,0 +1,120 @@
+"""A reopen reads what it can in place and counts nothing it counted before: the snapshot's
+arrays are aligned views of its bytes, the piece vectors are not copied, and every record
+and merged line keeps its token count."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+
+from flexamem_core import FlexAMem, FlexAMemConfig
+from flexamem_core import index_snapshot as snapshot
+from flexamem_core.bench import synthetic_history
+from flexamem_core.index import _Rows
+from flexamem_core.stores import InMemoryStore
+from flexamem_core.timeline import merged_line
+
+KEYS = ["a", "b", "c"]
+
+
+def _arrays(rng: np.random.Generator) -> dict[str, np.ndarray]:
+    return {"piece_vectors": rng.random((37, 384), dtype=np.float32), "small": np.arange(5, dtype=np.int32),
+            "text": np.frombuffer(b"o200k\nrule", dtype=np.uint8), "empty": np.zeros((0, 3), dtype=np.int64),
+            "scalar": np.int64(7), "wide": rng.random((3, 2))}
+
+
+def test_snapshot_arrays_are_aligned_read_only_views_of_its_bytes():
+    arrays = _arrays(np.random.default_rng(0))
+    data = snapshot.encode(arrays, KEYS)
+    got = snapshot.decode(data, KEYS)
+    assert got is not None
+    whole = np.frombuffer(data, dtype=np.uint8)
+    for name, value in arrays.items():
+        np.testing.assert_array_equal(got[name], value)
+        assert got[name].shape == np.shape(value) and got[name].dtype == np.asarray(value).dtype
+        assert got[name].flags.aligned and not got[name].flags.writeable
+        if got[name].nbytes:
+            assert np.shares_memory(got[name], whole), f"{name} was copied"
+    with np.load(io.BytesIO(data), allow_pickle=False) as z:  # still an .npz numpy reads
+        for name, value in arrays.items():
+            np.testing.assert_array_equal(z[name], value)
+    assert snapshot.encode(arrays, KEYS) == data  # deterministic bytes
+
+
+def test_a_snapshot_written_by_np_savez_still_loads():
+    arrays = _arrays(np.random.default_rng(1))
+    buf = io.BytesIO()
+    np.savez(buf, format=np.int64(snapshot.FORMAT), covers=np.int64(len(KEYS)), keys=snapshot.keys_digest(KEYS),
+             **arrays)
+    got = snapshot.decode(buf.getvalue(), KEYS)
+    assert got is not None
+    for name, value in arrays.items():
+        np.testing.assert_array_equal(got[name], value)
+        assert got[name].flags.aligned  # a misaligned member is copied, so BLAS can use it
+
+
+@pytest.mark.parametrize("damage", [b"", b"PK\x03\x04 not a zip", "truncate", "compressed"])
+def test_a_damaged_snapshot_is_ignored(damage):
+    arrays = _arrays(np.random.default_rng(2))
+    if damage == "truncate":
+        data = snapshot.encode(arrays, KEYS)[:-200]
+    elif damage == "compressed":
+        buf = io.BytesIO()
+        np.savez_compressed(buf, format=np.int64(snapshot.FORMAT), covers=np.int64(3),
+                            keys=snapshot.keys_digest(KEYS), **arrays)
+        data = buf.getvalue()
+    else:
+        data = damage
+    assert snapshot.decode(data, KEYS) is None
+
+
+@pytest.mark.parametrize(("base", "grown"), [(0, 0), (0, 5), (9, 0), (9, 5), (9, 200)])
+def test_rows_kept_in_place_and_grown_act_as_one_matrix(base, grown):
+    rng = np.random.default_rng(base * 1000 + grown)
+    first, more = rng.random((base, 8), dtype=np.float32), rng.random((grown, 8), dtype=np.float32)
+    frozen = first.copy()
+    frozen.setflags(write=False)
+    rows = _Rows.of(frozen) if base else _Rows(8)
+    for chunk in np.array_split(more, 3) if grown else []:
+        rows.extend(chunk)
+    whole = np.vstack([first, more])
+    q = rng.random(8, dtype=np.float32)
+    assert len(rows) == len(whole)
+    np.testing.assert_allclose(rows.dot(q), whole @ q, rtol=1e-6)
+    picks = rng.integers(0, max(1, len(whole)), size=17) if len(whole) else np.zeros(0, dtype=np.int64)
+    np.testing.assert_array_equal(rows.take(picks), whole[picks])
+    np.testing.assert_array_equal(rows.view, whole)  # joined once, then grown as one buffer
+    rows.extend(more[:2])
+    np.testing.assert_array_equal(rows.view, np.vstack([whole, more[:2]]))
+    np.testing.assert_array_equal(frozen, first)  # the kept rows were never written
+
+
+def test_a_store_filled_by_ingest_alone_reopens_with_every_line_counted(tokenizer, hashing_embedder):
+    """Bulk ingest (no render) saves the record line counts with the snapshot, and a merged
+    record stores its line's count: a reopened timeline tokenizes neither again."""
+    store = InMemoryStore()
+    history = synthetic_history(300)
+    cfg = FlexAMemConfig(agent_unit_tokens=120, budget=2500, cache_stable=False)
+    FlexAMem(cfg, store=store, tokenizer=tokenizer, embedder=hashing_embedder).ingest(history, namespace="t")
+    reopened = FlexAMem(cfg, store=store, tokenizer=tokenizer, embedder=hashing_embedder)
+    index = reopened._space("t").index
+    assert index.saved_covers > 200
+    saved = [index.saved_line_tokens(p, p + 1, "", tokenizer.name) for p in range(index.saved_covers)]
+    lines = [i.line for i in sorted((v for k, v in index.timeline_items.items() if len(k) == 3),
+                                    key=lambda i: i.start)]
+    assert not lines  # nothing built yet: the counts come from the snapshot
+    first = reopened.render(history, namespace="t")
+    records = {i.start: i for k, i in index.timeline_items.items() if len(k) == 3}
+    assert all(saved[p] == records[p].tokens == tokenizer.count(records[p].line) + 1
+               for p in range(index.saved_covers) if p in records)
+    merged = store.merged_records("t")
+    assert merged, "the budget must make the timeline merge"
+    counter = f"{tokenizer.name}/"
+    for record in merged:
+        start, end = index.position[record.covers[0]], index.position[record.covers[-1]]
+        line = merged_line(index.notes[start], index.notes[end], record.text)
+        assert record.line_counter.startswith(counter) and record.line_tokens == tokenizer.count(line) + 1
+    again = FlexAMem(cfg, store=store, tokenizer=tokenizer, embedder=hashing_embedder)
+    assert again.render(history, namespace="t").messages == first.messages
