@@ -23,26 +23,52 @@ from .config import FlexAMemConfig
 
 def ranks(values: np.ndarray) -> np.ndarray:
     """1-based rank of each value, largest first, ties to the lower position."""
-    order = np.argsort(-np.asarray(values, dtype=np.float64), kind="stable")  # stable: ties by position
+    values = np.asarray(values)
+    if len(values) >= 1 << 32 or np.isnan(values).any():
+        order = np.argsort(-np.asarray(values, dtype=np.float64), kind="stable")  # stable: ties by position
+    elif values.dtype == np.float32:
+        order = _float32_order(values)
+    else:
+        order = _keyed_order(np.unique(-np.asarray(values, dtype=np.float64), return_inverse=True)[1])
     out = np.empty(len(order), dtype=np.float64)
     out[order] = np.arange(1, len(order) + 1, dtype=np.float64)
     return out
+
+
+def _float32_order(values: np.ndarray) -> np.ndarray:
+    """The order of ``np.argsort(-values, kind="stable")`` for float32 values without NaN.
+
+    Hand-written because numpy's stable sort is the slow part of ranking every piece
+    (21 ms against 6.5 ms for 160,000 cosines, 29 against 19 ms for as many BM25 scores):
+    each value becomes a rank key placed above its position in one 64-bit integer, so the
+    keys are unique and numpy's fast unstable sort gives the stable order. Here the key is
+    the value's bits made to sort as an unsigned integer, largest value first.
+    """
+    bits = (values + np.float32(0)).view(np.uint32)  # -0.0 becomes 0.0: equal values, one key
+    ascending = np.where(bits >> np.uint32(31), ~bits, bits | np.uint32(0x80000000))
+    return _keyed_order(~ascending)
+
+
+def _keyed_order(keys: np.ndarray) -> np.ndarray:
+    """Positions ordered by ``keys`` (at most 32-bit unsigned integers), ties by position."""
+    packed = keys.astype(np.uint64) << np.uint64(32) | np.arange(len(keys), dtype=np.uint64)
+    return (np.sort(packed) & np.uint64(0xFFFFFFFF)).astype(np.int64)
 
 
 def fuse(bm25: np.ndarray, cosine: np.ndarray, cfg: FlexAMemConfig) -> np.ndarray:
     """Fused scores of the pieces whose BM25 scores and cosines are given (aligned arrays):
     positive for every piece under ``rrf`` and ``blend``; under ``bm25``, the BM25 scores."""
     bm25 = np.asarray(bm25, dtype=np.float64)
-    cosine = np.asarray(cosine, dtype=np.float64)
     if cfg.fusion == "bm25" or len(bm25) == 0:
         return bm25.copy()
     w = cfg.fusion_weight
     lexical = bm25 > 0
     if cfg.fusion == "rrf":
-        out = w / (cfg.fusion_k + ranks(cosine))
+        out = w / (cfg.fusion_k + ranks(np.asarray(cosine)))  # float32 cosines rank fastest as they are
         if lexical.any():  # the matching pieces rank first, so ranking them alone gives the same ranks
             out[lexical] += (1.0 - w) / (cfg.fusion_k + ranks(bm25[lexical]))
         return out
+    cosine = np.asarray(cosine, dtype=np.float64)
     top = float(bm25.max())
     lo, hi = float(cosine.min()), float(cosine.max())
     dense = (cosine - lo) / (hi - lo) if hi > lo else np.ones_like(cosine)
