@@ -119,9 +119,12 @@ class _Rows:
 class NamespaceIndex:
     """Vectors, link graph and BM25 postings for one namespace of a store.
 
-    Piece vectors are one float32 matrix, a row per piece document: the piece's own vector
-    (stored with it when its unit was written), or its note's vector for a piece stored
-    without one (an older store, or ``piece_vectors=False``).
+    A piece document is scored by its own vector (stored with it when its unit was written)
+    or, stored without one (an older store, or ``piece_vectors=False``, the agent default),
+    by its note's vector. Only the own vectors are kept, as rows of one float32 matrix: a
+    piece without one costs no row (at 13,333 agent units, 160,000 pieces, that is 250 MB
+    not held, not saved and not read back), and its cosine is its note's, from the product
+    over the note vectors.
     """
 
     def __init__(self, store: Store, namespace: str, k1: float = 1.2, b: float = 0.75,
@@ -139,7 +142,10 @@ class NamespaceIndex:
         self._doc_tokens = GrowableArray(np.int64)
         #: Position (in ``notes``) of the unit of every piece document.
         self._doc_note = GrowableArray(np.int64)
+        #: The own vectors of the piece documents that have one, in document order.
         self._piece_vectors = _Rows(dim)
+        #: The piece document of each of those rows.
+        self._own_docs = GrowableArray(np.int64)
         self._last_cosines: tuple[np.ndarray, _Rows, int, np.ndarray] | None = None
         #: Piece documents that carry their own vector (the others use their note's).
         self.own_piece_vectors = 0
@@ -185,8 +191,12 @@ class NamespaceIndex:
         covered = int(arrays["covers"])
         counts = arrays["piece_counts"].astype(np.int64)
         n_docs = len(arrays["bm25_lengths"])
-        if len(counts) != covered or int(counts.sum()) != n_docs or "piece_vectors" not in arrays \
-                or arrays["piece_vectors"].ndim != 2 or len(arrays["piece_vectors"]) != n_docs:
+        own_docs = arrays["own_docs"].astype(np.int64) if "own_docs" in arrays else None
+        if len(counts) != covered or int(counts.sum()) != n_docs or own_docs is None \
+                or "piece_vectors" not in arrays or arrays["piece_vectors"].ndim != 2 \
+                or len(arrays["piece_vectors"]) != len(own_docs) \
+                or (len(own_docs) and (own_docs[0] < 0 or own_docs[-1] >= n_docs
+                                       or bool((np.diff(own_docs) <= 0).any()))):
             return 0
         self._add_notes(notes[:covered])
         self.bm25 = BM25Index.restore(arrays, self.bm25.k1, self.bm25.b)
@@ -198,7 +208,8 @@ class NamespaceIndex:
         self._doc_tokens = GrowableArray.of(arrays["doc_tokens"], np.int64)
         self._doc_note = GrowableArray.of(np.repeat(np.arange(covered), counts), np.int64)
         self._piece_vectors = _Rows.of(arrays["piece_vectors"].astype(np.float32, copy=False))
-        self.own_piece_vectors = int(arrays["own_piece_vectors"]) if "own_piece_vectors" in arrays else 0
+        self._own_docs = GrowableArray.of(own_docs, np.int64)
+        self.own_piece_vectors = len(own_docs)
         self.saved_covers = covered
         if "line_tokenizer" not in arrays:
             return covered
@@ -257,7 +268,7 @@ class NamespaceIndex:
         arrays["doc_piece"] = np.asarray(self.doc_piece, dtype=np.int32)
         arrays["doc_tokens"] = self._doc_tokens.view.astype(np.int32)
         arrays["piece_vectors"] = self._piece_vectors.view
-        arrays["own_piece_vectors"] = np.int64(self.own_piece_vectors)
+        arrays["own_docs"] = self._own_docs.view.astype(np.int32)
         self.store.put_index_snapshot(self.namespace,
                                       snapshot.encode(arrays, [n.unit_key for n in self.notes]))
         self.saved_covers = len(self.notes)
@@ -304,6 +315,12 @@ class NamespaceIndex:
         """Index a newly written note and its pieces."""
         if note.unit_key in self.position:
             return
+        dim = np.asarray(note.embedding).size
+        own_vectors = [np.asarray(p.embedding, dtype=np.float32).reshape(-1) if p.embedding is not None else None
+                       for p in pieces]
+        if any(v is not None and len(v) != dim for v in own_vectors):  # refused before anything changes
+            raise ValueError(f"a piece vector of unit {note.unit_key!r} does not have its note "
+                             f"vector's dimension {dim}")
         self._add_note(note)
         docs = self.bm25.add(p.text for p in pieces)
         self.unit_docs[note.unit_key] = docs
@@ -311,13 +328,11 @@ class NamespaceIndex:
         self.doc_piece.extend(p.index for p in pieces)
         self._doc_tokens.extend(p.tokens for p in pieces)
         self._doc_note.extend(self.position[note.unit_key] for _ in pieces)
-        if pieces:
-            unit_vec = self._vectors[self.position[note.unit_key]]
-            own = [p.embedding is not None for p in pieces]
-            self.own_piece_vectors += sum(own)
-            self._piece_vectors.extend(np.stack([
-                np.asarray(p.embedding, dtype=np.float32).reshape(-1) if has else unit_vec
-                for p, has in zip(pieces, own)]))
+        own = [(doc, v) for doc, v in zip(docs, own_vectors) if v is not None]
+        if own:
+            self._piece_vectors.extend(np.stack([v for _, v in own]))
+            self._own_docs.extend(doc for doc, _ in own)
+            self.own_piece_vectors += len(own)
 
     @property
     def vectors(self) -> np.ndarray:
@@ -361,8 +376,19 @@ class NamespaceIndex:
 
     @property
     def piece_vectors(self) -> np.ndarray:
-        """One row per piece document: its own vector, or its note's (see the class)."""
-        return self._piece_vectors.view
+        """One row per piece document, its own vector or its note's (see the class): a new
+        matrix, for inspection; scoring never builds it."""
+        return self._piece_rows(np.arange(len(self.doc_unit)))
+
+    def _piece_rows(self, docs: np.ndarray) -> np.ndarray:
+        """The vectors of the piece documents ``docs``, own or their note's."""
+        out = self.vectors[self._doc_note.view[docs]]
+        own = self._own_docs.view
+        if len(own) and len(docs):
+            at = np.minimum(np.searchsorted(own, docs), len(own) - 1)
+            has = own[at] == docs
+            out[has] = self._piece_vectors.take(at[has])
+        return out
 
     def piece_cosines(self, docs: Sequence[int] | np.ndarray | None, q_vec: np.ndarray) -> np.ndarray:
         """Cosine of each piece document (all of them with ``docs=None``) with the query, from
@@ -374,19 +400,22 @@ class NamespaceIndex:
             # many documents (the old units' pieces): one product over the matrix in place,
             # not a copy of the rows it would gather first
             return self._all_cosines(q_vec)[docs]
-        return self._piece_vectors.take(docs) @ q_vec
+        return self._piece_rows(docs) @ q_vec
 
     def _all_cosines(self, q_vec: np.ndarray) -> np.ndarray:
         """Every piece's cosine with ``q_vec`` (read-only). An automatic render ranks the old
         pieces for its signals and again for the pieces it shows, with one query vector: the
         last product is kept, keyed by the vector, the matrix and its row count (rows are only
-        ever appended; a loaded snapshot is a new matrix)."""
+        ever appended; a loaded snapshot is a new matrix). A piece without its own vector
+        takes its note's cosine: one product over the notes, not over the pieces."""
         rows = self._piece_vectors
         n = len(self.doc_unit)
         last = self._last_cosines
         if last is not None and last[1] is rows and last[2] == n and np.array_equal(last[0], q_vec):
             return last[3]
-        out = rows.dot(q_vec)
+        out = (self.vectors @ q_vec)[self._doc_note.view]
+        if len(rows):
+            out[self._own_docs.view] = rows.dot(q_vec)
         out.setflags(write=False)
         self._last_cosines = (np.array(q_vec, copy=True), rows, n, out)
         return out

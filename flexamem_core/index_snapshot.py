@@ -3,7 +3,7 @@
 Building the index from the store means re-tokenising every piece for BM25 (seconds at
 10,000 units). A store with the ``IndexSnapshots`` capability keeps one snapshot per
 namespace: the BM25 postings in CSR form, the per-piece arrays (token counts, and the
-piece vectors as one float32 matrix), and a digest of the unit keys it covers. It is
+pieces' own vectors as one float32 matrix), and a digest of the unit keys it covers. It is
 derived data, never the only copy: it covers a prefix of the notes in write order, is
 checked against them on load (any other order, a deletion or a different format means it
 is ignored and rebuilt), and the units written after it are indexed from their pieces as
@@ -27,7 +27,9 @@ from .schema import MergedRecord
 
 #: 2: piece vectors (``piece_vectors``, one float32 row per piece document) and the
 #: compact timeline lines (a record that opens with its label is not labelled twice).
-FORMAT = 2
+#: 3: only the pieces' own vectors (``piece_vectors``, with ``own_docs``, the piece document
+#: of each row): a piece without one is scored by its note's vector.
+FORMAT = 3
 
 
 @runtime_checkable

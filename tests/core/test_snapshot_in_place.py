@@ -118,3 +118,59 @@ def test_a_store_filled_by_ingest_alone_reopens_with_every_line_counted(tokenize
         assert record.line_counter.startswith(counter) and record.line_tokens == tokenizer.count(line) + 1
     again = FlexAMem(cfg, store=store, tokenizer=tokenizer, embedder=hashing_embedder)
     assert again.render(history, namespace="t").messages == first.messages
+
+
+def test_pieces_without_their_own_vector_hold_no_rows_and_score_by_their_note(tokenizer, hashing_embedder):
+    """An agent history (piece vectors off by default) keeps no piece matrix: each piece's
+    cosine is its note's, equal to the product over the materialised rows; the snapshot
+    holds no rows for them; a mixed index places each own vector at its own piece."""
+    store = InMemoryStore()
+    history = synthetic_history(120)
+    cfg = FlexAMemConfig(agent_unit_tokens=120)
+    mem = FlexAMem(cfg, store=store, tokenizer=tokenizer, embedder=hashing_embedder)
+    mem.ingest(history[:500], namespace="t")
+    index = mem._space("t").index
+    assert index.own_piece_vectors == 0 and len(index._piece_vectors) == 0
+    q = hashing_embedder.embed(["pytest failure in the parser"])[0]
+    np.testing.assert_allclose(index.piece_cosines(None, q), index.piece_vectors @ q, rtol=1e-5, atol=1e-6)
+    some = np.arange(0, len(index.doc_unit), 7)
+    np.testing.assert_allclose(index.piece_cosines(some, q), index.piece_vectors[some] @ q, rtol=1e-5, atol=1e-6)
+    index.save(tokenizer.name)
+    saved = snapshot.decode(store.get_index_snapshot("t"), [n.unit_key for n in index.notes])
+    assert saved is not None and saved["piece_vectors"].shape[0] == 0 and len(saved["own_docs"]) == 0
+    # Units written with their own piece vectors on top: rows for those pieces only.
+    with_vectors = FlexAMem(FlexAMemConfig(agent_unit_tokens=120, piece_vectors=True), store=store,
+                            tokenizer=tokenizer, embedder=hashing_embedder)
+    with_vectors.ingest(history, namespace="t")
+    mixed = with_vectors._space("t").index
+    n_old = index.saved_covers
+    own_pieces = [p for n in mixed.notes[n_old:] for p in store.pieces("t", n.unit_key)]
+    assert mixed.own_piece_vectors == len(own_pieces) == len(mixed._piece_vectors) > 0
+    first_new = mixed.unit_docs[mixed.notes[n_old].unit_key].start
+    np.testing.assert_array_equal(mixed.piece_vectors[first_new:], np.stack([p.embedding for p in own_pieces]))
+    np.testing.assert_allclose(mixed.piece_cosines(None, q), mixed.piece_vectors @ q, rtol=1e-5, atol=1e-6)
+    picks = np.r_[some[some < first_new][:5], np.arange(first_new, len(mixed.doc_unit), 3)]
+    np.testing.assert_allclose(mixed.piece_cosines(picks, q), mixed.piece_vectors[picks] @ q, rtol=1e-5, atol=1e-6)
+    mixed.save(tokenizer.name)
+    reopened = FlexAMem(cfg, store=store, tokenizer=tokenizer, embedder=hashing_embedder)._space("t").index
+    assert reopened.saved_covers == len(mixed.notes)
+    np.testing.assert_array_equal(reopened.piece_vectors, mixed.piece_vectors)
+    np.testing.assert_array_equal(reopened.piece_cosines(None, q), mixed.piece_cosines(None, q))
+
+
+def test_a_piece_vector_of_another_dimension_is_refused_clearly(tokenizer, hashing_embedder):
+    from dataclasses import replace
+
+    from flexamem_core.index import NamespaceIndex
+
+    store = InMemoryStore()
+    FlexAMem(FlexAMemConfig(agent_unit_tokens=120), store=store, tokenizer=tokenizer,
+             embedder=hashing_embedder).ingest(synthetic_history(10), namespace="t")
+    index = NamespaceIndex(InMemoryStore(), "t")
+    note = store.notes("t")[0]
+    pieces = [replace(p, embedding=np.ones(3, dtype=np.float32)) for p in store.pieces("t", note.unit_key)]
+    with pytest.raises(ValueError, match="dimension"):
+        index.add(note, pieces)
+    assert not index.notes and len(index.bm25) == 0 and not index.doc_unit  # nothing half-added
+    index.add(note, store.pieces("t", note.unit_key))
+    assert [n.unit_key for n in index.notes] == [note.unit_key]
