@@ -159,3 +159,29 @@ def test_timeline_is_append_only_as_the_history_grows(recovery, tokenizer, hashi
                 assert new[: upto + 1] == head[: upto + 1]
         prev = text
     assert kept >= 5, "most calls keep the timeline's prefix"
+
+
+def test_report_rows_are_one_per_old_unit_fresh_in_every_report(tokenizer, hashing_embedder):
+    """The rows a per-call render reports are copies of rows kept per resolution: one per old
+    unit, in order, with its key and label, and a row changed by the caller does not show up
+    in the next report."""
+    from flexamem_core.bench import synthetic_history
+
+    mem = FlexAMem(FlexAMemConfig(agent_unit_tokens=120, budget=2500, cache_stable=False),
+                   tokenizer=tokenizer, embedder=hashing_embedder)
+    history = synthetic_history(150)
+    first = mem.render(history[:900])
+    index = mem._space("default").index
+    rows = first.report["units"]
+    old = first.report["old_units"]
+    assert [r["position"] for r in rows] == list(range(old)) and old > 50
+    assert [(r["unit"], r["label"]) for r in rows] == [(n.unit_key, n.label) for n in index.notes[:old]]
+    assert {r["resolution"] for r in rows} & {"record", "merged", "hidden"}
+    for r in rows:
+        r["resolution"] = "changed by the caller"
+        r["extra"] = 1
+    again = mem.render(history[:900])
+    assert "changed by the caller" not in {r["resolution"] for r in again.report["units"]}
+    assert all("extra" not in r for r in again.report["units"])
+    later = mem.render(history)
+    assert [r["unit"] for r in later.report["units"]] == [n.unit_key for n in index.notes[:later.report["old_units"]]]
