@@ -94,6 +94,12 @@ def synthetic_history(units: int, seed: int = 0) -> list[Message]:
     return msgs
 
 
+def bench_history(size: int, renders: int) -> tuple[list[Message], int]:
+    """The history a bench of ``size`` units grows over ``renders`` calls, and the messages
+    of its first ``size`` units (what is written before the timed calls)."""
+    return synthetic_history(size + renders // 4 + 2, seed=size), 2 + size * 8
+
+
 def _pct(values: list[float], q: float) -> float:
     return float(np.percentile(values, q)) if values else 0.0
 
@@ -148,8 +154,7 @@ def measure(size: int, renders: int, budget: int, embedder: Embedder, store_url:
     from .stores.url import open_store
 
     tk = default_tokenizer()
-    history = synthetic_history(size + renders // 4 + 2, seed=size)
-    cut = 2 + size * 8  # messages in the first `size` units
+    history, cut = bench_history(size, renders)
     rows: list[dict[str, Any]] = []
     timed = TimedEmbedder(embedder)
     store = open_store(store_url)
@@ -205,14 +210,14 @@ def reopen_in_new_process(store_url: str, namespace: str, size: int, renders: in
     tokenizer's tables are loaded and the modules imported (process start, not reopening)."""
     from .stores.url import open_store
 
-    history = synthetic_history(size + renders // 4 + 2, seed=size)
+    history, cut = bench_history(size, renders)
     tokenizer, embedder = TiktokenTokenizer(), HashingEmbedder()
     tokenizer.count("warm up")
     embedder.embed(["warm up"])  # the embedder's own start (here scikit-learn's import)
     t0 = time.perf_counter()
     mem = FlexAMem(FlexAMemConfig(budget=budget), store=open_store(store_url), tokenizer=tokenizer,
                    embedder=embedder)
-    mem.render(history[: 2 + size * 8 + 2 * renders], namespace=namespace)
+    mem.render(history[: cut + 2 * renders], namespace=namespace)
     return 1000 * (time.perf_counter() - t0)
 
 

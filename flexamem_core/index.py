@@ -147,8 +147,6 @@ class NamespaceIndex:
         #: The piece document of each of those rows.
         self._own_docs = GrowableArray(np.int64)
         self._last_cosines: tuple[np.ndarray, _Rows, int, np.ndarray] | None = None
-        #: Piece documents that carry their own vector (the others use their note's).
-        self.own_piece_vectors = 0
         self.unit_docs: dict[str, range] = {}
         self.merged: dict[str, MergedRecord] = {}
         #: Timeline items already built, keyed by (start, end, last unit key[, writer]).
@@ -209,7 +207,6 @@ class NamespaceIndex:
         self._doc_note = GrowableArray.of(np.repeat(np.arange(covered), counts), np.int64)
         self._piece_vectors = _Rows.of(arrays["piece_vectors"].astype(np.float32, copy=False))
         self._own_docs = GrowableArray.of(own_docs, np.int64)
-        self.own_piece_vectors = len(own_docs)
         self.saved_covers = covered
         if "line_tokenizer" not in arrays:
             return covered
@@ -332,7 +329,6 @@ class NamespaceIndex:
         if own:
             self._piece_vectors.extend(np.stack([v for _, v in own]))
             self._own_docs.extend(doc for doc, _ in own)
-            self.own_piece_vectors += len(own)
 
     @property
     def vectors(self) -> np.ndarray:
@@ -373,6 +369,11 @@ class NamespaceIndex:
     def doc_note_array(self) -> np.ndarray:
         """Position in ``notes`` of the unit of every piece document."""
         return self._doc_note.view
+
+    @property
+    def own_piece_vectors(self) -> int:
+        """Piece documents that carry their own vector (the others use their note's)."""
+        return len(self._own_docs)
 
     @property
     def piece_vectors(self) -> np.ndarray:

@@ -82,7 +82,9 @@ def encode(arrays: dict[str, np.ndarray], keys: Sequence[str]) -> bytes:
         for name, value in members.items():
             arr = np.asarray(value, order="C")
             info = zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0))
-            big = arr.nbytes > 1 << 31  # zipfile then adds its 20-byte zip64 field to the header
+            # zipfile refuses a member past ZIP64_LIMIT unless told first, and then adds its
+            # 20-byte zip64 field to the header (room left for the .npy header itself)
+            big = arr.nbytes + (1 << 16) > zipfile.ZIP64_LIMIT
             header = 30 + len(info.filename.encode()) + 4 + (20 if big else 0)
             pad = -(buf.tell() + header) % ALIGN
             info.extra = struct.pack("<HH", _PAD_FIELD, pad) + bytes(pad)

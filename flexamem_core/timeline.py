@@ -110,7 +110,8 @@ def merge_items(group: Sequence[TimelineItem], notes: Sequence[Note], index: Nam
                               level=level, writer=writer.name,
                               line_tokens=_line_tokens(tokenizer, line), line_counter=counter)
         index.put_merged(merged)
-    line = merged_line(notes[start], notes[end - 1], merged.text)
+    else:
+        line = merged_line(notes[start], notes[end - 1], merged.text)
     tokens = merged.line_tokens if merged.line_counter == counter and merged.line_tokens > 0 else \
         index.saved_line_tokens(start, end, writer.name, tokenizer.name)
     item = TimelineItem(start, end, level, merged.text, line,
