@@ -173,8 +173,9 @@ class BM25Index:
         offsets = arrays["bm25_offsets"]
         if len(offsets) != len(vocab) + 1:
             raise ValueError("saved BM25 index is inconsistent")
-        index._saved_vocab = {t: j for j, t in enumerate(vocab)}
-        index._saved = (np.array(offsets), np.array(arrays["bm25_docs"]), np.array(arrays["bm25_tfs"]))  # own copies
+        index._saved_vocab = dict(zip(vocab, range(len(vocab))))
+        # read in place: the saved arrays are read-only views of the snapshot, only ever sliced
+        index._saved = (offsets, arrays["bm25_docs"], arrays["bm25_tfs"])
         lengths = arrays["bm25_lengths"]
         index._lengths = GrowableArray.of(lengths, np.float64)
         index._total = int(lengths.sum())

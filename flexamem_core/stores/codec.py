@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import orjson
 
 from ..schema import MergedRecord, Note, Piece, Unit
 
@@ -123,10 +124,46 @@ def note_text(note: Note) -> str:
 
 def note_from_parts(text: str, embedding: bytes | memoryview | np.ndarray,
                     links: Iterable[str]) -> Note:
-    d: dict[str, Any] = loads(text)
+    d: dict[str, Any] = _own_fields(text)
     d["links"] = list(links)
-    vec = embedding if isinstance(embedding, np.ndarray) else embedding_from_bytes(embedding)
-    return Note.from_dict({**d, "embedding": vec})
+    d["embedding"] = embedding if isinstance(embedding, np.ndarray) else embedding_from_bytes(embedding)
+    return Note.from_dict(d)
+
+
+def _own_fields(text: str | bytes) -> dict[str, Any]:
+    """:func:`loads` for a note's or merged record's text, with orjson where it reads the
+    same: a reopen decodes every note and merged record of a namespace, and orjson parses
+    them 1.7x faster. orjson reads an integer beyond 64 bits as a float, so it is only for
+    these records of our own, whose numbers are token and step counts, never for units
+    (a host's metadata can hold any integer); what it refuses (a tagged string, NaN) goes
+    to :func:`loads`."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8")
+    if _STR32 not in text and _MAP16 not in text:
+        try:
+            return orjson.loads(text)
+        except orjson.JSONDecodeError:
+            pass
+    return loads(text)
+
+
+def notes_from_rows(rows: Sequence[tuple[str, str | bytes, bytes | memoryview]],
+                    link_rows: Iterable[tuple[str, str]]) -> list[Note]:
+    """Notes from ``(key, note_text, embedding_bytes)`` rows and ``(src, dst)`` link rows.
+
+    The embeddings of one dimension are decoded as rows of one read-only matrix (one
+    ``frombuffer`` for the whole namespace instead of two copies per note): a reopen
+    reads every note of the namespace, 13,333 at 10,000 bench units.
+    """
+    links = group_links(link_rows)
+    blobs = [bytes(emb) for _, _, emb in rows]
+    width = len(blobs[0]) if blobs else 0
+    if width and width % 4 == 0 and all(len(b) == width for b in blobs):
+        vectors: Sequence[np.ndarray] = np.frombuffer(b"".join(blobs), dtype=_F32).reshape(len(blobs), -1)
+    else:
+        vectors = [embedding_from_bytes(b) for b in blobs]
+    return [note_from_parts(data, vec, links.get(key, ()))
+            for (key, data, _), vec in zip(rows, vectors, strict=True)]
 
 
 def piece_text(piece: Piece) -> str:
@@ -154,7 +191,7 @@ def merged_text(merged: MergedRecord) -> str:
 
 
 def merged_from_text(text: str) -> MergedRecord:
-    return MergedRecord.from_dict(loads(text))
+    return MergedRecord.from_dict(_own_fields(text))
 
 
 def check_write(unit: Unit, note: Note, pieces: Iterable[Piece]) -> list[Piece]:

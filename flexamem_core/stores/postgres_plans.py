@@ -13,7 +13,7 @@ bound parameters; the schema is a checked, quoted identifier.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Generator, Iterable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -95,11 +95,6 @@ async def arun_plan(conn: Any, plan: Plan[T]) -> T:
 
 
 # -- row decoding ---------------------------------------------------------------------
-
-def notes_from_rows(rows: Iterable[tuple], link_rows: Iterable[tuple[str, str]]) -> list[Note]:
-    links = codec.group_links(link_rows)
-    return [codec.note_from_parts(data, emb, links.get(key, ())) for key, data, emb in rows]
-
 
 def _first_value(rows: list[tuple]) -> Any:
     return rows[0][0] if rows else None
@@ -246,7 +241,7 @@ class Plans:
         yield Call("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")  # notes and links: one snapshot
         rows = yield Call(self.notes_sql, (namespace,))
         link_rows = yield Call(self.links_sql, (namespace,))
-        return notes_from_rows(rows, link_rows)
+        return codec.notes_from_rows(rows, link_rows)
 
     def parents(self, namespace: str) -> Plan[dict[str, str | None]]:
         check_namespace(namespace)

@@ -172,11 +172,11 @@ class SQLiteStore:
             try:
                 rows = conn.execute("SELECT key, data, embedding FROM notes WHERE namespace = ? "
                                     "ORDER BY seq", (namespace,)).fetchall()
-                links = codec.group_links(conn.execute(
-                    "SELECT src, dst FROM links WHERE namespace = ? ORDER BY src, pos", (namespace,)))
+                links = conn.execute("SELECT src, dst FROM links WHERE namespace = ? ORDER BY src, pos",
+                                     (namespace,)).fetchall()
             finally:
                 conn.execute("COMMIT")
-        return [codec.note_from_parts(data, emb, links.get(key, ())) for key, data, emb in rows]
+        return codec.notes_from_rows(rows, links)
 
     def parents(self, namespace: str) -> dict[str, str | None]:
         check_namespace(namespace)
