@@ -33,11 +33,15 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class Call:
-    """One statement of a plan. ``many``: run it once per parameter tuple (``executemany``)."""
+    """One statement of a plan. ``many``: run it once per parameter tuple (``executemany``).
+    ``binary``: results in PostgreSQL's binary format, for reads of large ``bytea`` values
+    (the text format sends them hex-encoded, twice the bytes, parsed in Python: a reopen's
+    31 MB snapshot took 0.28 s that way)."""
 
     statement: Any
     params: Sequence[Any] = ()
     many: bool = False
+    binary: bool = False
 
 
 #: Yields calls, receives each call's rows (or, for a command, its row count), returns T.
@@ -70,7 +74,7 @@ def run_plan(conn: Any, plan: Plan[T]) -> T:
                         cur.executemany(call.statement, call.params)
                     result = None
                 else:
-                    cur = conn.execute(call.statement, call.params)
+                    cur = conn.execute(call.statement, call.params, binary=call.binary)
                     result = cur.fetchall() if cur.description is not None else cur.rowcount
         except StopIteration as done:
             return done.value
@@ -88,7 +92,7 @@ async def arun_plan(conn: Any, plan: Plan[T]) -> T:
                         await cur.executemany(call.statement, call.params)
                     result = None
                 else:
-                    cur = await conn.execute(call.statement, call.params)
+                    cur = await conn.execute(call.statement, call.params, binary=call.binary)
                     result = await cur.fetchall() if cur.description is not None else cur.rowcount
         except StopIteration as done:
             return done.value
@@ -239,7 +243,7 @@ class Plans:
 
     def _notes(self, namespace: str) -> Plan[list[Note]]:
         yield Call("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")  # notes and links: one snapshot
-        rows = yield Call(self.notes_sql, (namespace,))
+        rows = yield Call(self.notes_sql, (namespace,), binary=True)
         link_rows = yield Call(self.links_sql, (namespace,))
         return codec.notes_from_rows(rows, link_rows)
 
@@ -272,7 +276,7 @@ class Plans:
     def get_index_snapshot(self, namespace: str) -> Plan[bytes | None]:
         check_namespace(namespace)
         return self._rows(self.get_snapshot_sql, (namespace,),
-                          lambda rows: bytes(rows[0][0]) if rows else None)
+                          lambda rows: bytes(rows[0][0]) if rows else None, binary=True)
 
     def put_index_snapshot(self, namespace: str, data: bytes) -> Plan[None]:
         check_namespace(namespace)
@@ -286,8 +290,9 @@ class Plans:
         return self._rows(self.namespaces_sql, (), lambda rows: [r[0] for r in rows])
 
     @staticmethod
-    def _rows(statement: Any, params: Sequence[Any], decode: Callable[[list[tuple]], T]) -> Plan[T]:
-        return decode((yield Call(statement, params)))
+    def _rows(statement: Any, params: Sequence[Any], decode: Callable[[list[tuple]], T],
+              binary: bool = False) -> Plan[T]:
+        return decode((yield Call(statement, params, binary=binary)))
 
     # forgetting
 
