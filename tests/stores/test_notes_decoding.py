@@ -39,7 +39,8 @@ def _assert_same(got: list[Note], written: list[Note]) -> None:
     assert len(got) == len(written)
     for a, b in zip(got, written):
         assert a.to_dict() == b.to_dict()
-        assert [list(x) for x in (a.record, a.unit_key, a.digest)] == [list(x) for x in (b.record, b.unit_key, b.digest)]
+        for field in ("record", "unit_key", "digest"):  # code point by code point
+            assert list(getattr(a, field)) == list(getattr(b, field))
         np.testing.assert_array_equal(a.embedding, b.embedding)
         assert a.embedding.dtype == np.float32
 
