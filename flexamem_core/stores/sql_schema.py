@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from string import Template
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 _V1 = [
     """CREATE TABLE ${p}units (
@@ -48,6 +48,13 @@ _V3 = [
     "ALTER TABLE ${p}pieces ADD COLUMN embedding $blob",
 ]
 
+# Version 4: the chain of a namespace (each unit's key and parent, in write order) read from an
+# index alone. Reading it from the units table read every unit's text: 2.2 s of a 6.3 s
+# reopen at 13,333 units with the file not in the page cache, against 0.03 s from this index.
+_V4 = [
+    "CREATE INDEX units_chain ON ${p}units (namespace, seq, key, parent)",
+]
+
 _DIALECTS = {
     "sqlite": {"p": "", "seq_pk": "INTEGER PRIMARY KEY AUTOINCREMENT", "int": "INTEGER", "blob": "BLOB"},
     # PostgreSQL statements keep a {s} placeholder that the store fills with its quoted schema.
@@ -60,4 +67,4 @@ def migrations(dialect: str) -> dict[int, list[str]]:
     """Migrations by target version for ``sqlite`` or ``postgres``; each list is one transaction."""
     words = _DIALECTS[dialect]
     return {version: [Template(statement).substitute(words) for statement in statements]
-            for version, statements in ((1, _V1), (2, _V2), (3, _V3))}
+            for version, statements in ((1, _V1), (2, _V2), (3, _V3), (4, _V4))}

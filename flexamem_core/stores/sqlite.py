@@ -25,6 +25,8 @@ from .names import check_namespace
 from .sql_schema import SCHEMA_VERSION, migrations
 
 MIGRATIONS = migrations("sqlite")
+#: The chain of a namespace in write order, read from the ``units_chain`` index alone.
+PARENTS_SQL = "SELECT key, parent FROM units WHERE namespace = ? ORDER BY seq"
 
 
 class SchemaVersionError(RuntimeError):
@@ -180,8 +182,7 @@ class SQLiteStore:
 
     def parents(self, namespace: str) -> dict[str, str | None]:
         check_namespace(namespace)
-        return dict(self._read("SELECT key, parent FROM units WHERE namespace = ? ORDER BY seq",
-                               (namespace,)))
+        return dict(self._read(PARENTS_SQL, (namespace,)))
 
     def pieces(self, namespace: str, unit_key: str) -> list[Piece]:
         check_namespace(namespace)

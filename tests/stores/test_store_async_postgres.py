@@ -431,6 +431,7 @@ def test_a_schema_of_version_2_gains_piece_vectors_in_place(db):
     with psycopg.connect(db.base, autocommit=True) as conn:
         s = sql.Identifier(db.schema)
         conn.execute(sql.SQL("ALTER TABLE {}.pieces DROP COLUMN embedding").format(s))
+        conn.execute(sql.SQL("DROP INDEX {}.units_chain").format(s))
         conn.execute(sql.SQL("DELETE FROM {}.schema_version WHERE version > 2").format(s))
     upgraded = PostgresStore(db.base, schema=db.schema)
     try:
@@ -444,4 +445,4 @@ def test_a_schema_of_version_2_gains_piece_vectors_in_place(db):
     with psycopg.connect(db.base) as conn:
         versions = conn.execute(sql.SQL("SELECT version FROM {}.schema_version ORDER BY version").format(
             sql.Identifier(db.schema))).fetchall()
-    assert versions == [(1,), (2,), (3,)]
+    assert versions == [(1,), (2,), (3,), (4,)]

@@ -8,7 +8,7 @@ import pytest
 from conftest import chroma_url, postgres_url
 
 from flexamem_core.stores import InMemoryStore, open_store
-from flexamem_core.stores.sqlite import SCHEMA_VERSION, SchemaVersionError, SQLiteStore
+from flexamem_core.stores.sqlite import PARENTS_SQL, SCHEMA_VERSION, SchemaVersionError, SQLiteStore
 from flexamem_core.stores.url import StoreURLError
 from flexamem_core.testing.storekit import make_chain
 
@@ -40,6 +40,7 @@ def test_sqlite_of_schema_version_1_is_upgraded_in_place(tmp_path):
         store.write_unit("ns", *triple)
     store.close()
     conn = sqlite3.connect(path)
+    conn.execute("DROP INDEX units_chain")
     conn.execute("DROP TABLE index_snapshots")
     conn.execute("DROP TABLE namespace_deletions")
     conn.execute("ALTER TABLE pieces DROP COLUMN embedding")
@@ -48,13 +49,34 @@ def test_sqlite_of_schema_version_1_is_upgraded_in_place(tmp_path):
     conn.close()
     upgraded = open_store(f"sqlite:///{path}")
     assert [n.unit_key for n in upgraded.notes("ns")] == [t[0].key for t in chain]
-    assert upgraded.schema_version == SCHEMA_VERSION == 3
+    assert upgraded.schema_version == SCHEMA_VERSION == 4
     upgraded.put_index_snapshot("ns", b"x")
     assert upgraded.get_index_snapshot("ns") == b"x"
     assert all(p.embedding is None for p in upgraded.iter_pieces("ns"))  # written before piece vectors
     new = make_chain("new", 1, parent=chain[-1][0].key, first_step=3, piece_vectors=True)[0]
     assert upgraded.write_unit("ns", *new)
     assert all(p.embedding is not None for p in upgraded.pieces("ns", new[0].key))
+
+
+def test_sqlite_reads_the_chain_from_an_index_alone(tmp_path):
+    """Version 4: a reopen reads each unit's key and parent from an index, never the units'
+    text (at 13,333 units with a cold page cache that read was 2.2 s of a 6.3 s reopen)."""
+    path = tmp_path / "v3.db"
+    store = open_store(f"sqlite:///{path}")
+    chain = make_chain("c", 3)
+    for triple in chain:
+        store.write_unit("ns", *triple)
+    store.close()
+    conn = sqlite3.connect(path)
+    conn.execute("DROP INDEX units_chain")  # as a file of version 3 is
+    conn.execute("DELETE FROM schema_version WHERE version > 3")
+    conn.commit()
+    conn.close()
+    upgraded = SQLiteStore(path)
+    assert upgraded.schema_version == SCHEMA_VERSION
+    assert upgraded.parents("ns") == {t[0].key: t[0].parent for t in chain}
+    plan = upgraded._connection().execute(f"EXPLAIN QUERY PLAN {PARENTS_SQL}", ("ns",)).fetchall()
+    assert any("COVERING INDEX units_chain" in row[-1] for row in plan), plan
 
 
 def test_sqlite_written_by_a_newer_version_is_refused(tmp_path):
