@@ -16,9 +16,10 @@ import numpy as np
 from . import index_snapshot as snapshot
 from .arrays import GrowableArray
 from .bm25 import BM25Index
-from .index_snapshot import IndexSnapshots, MergedListing
+from .index_snapshot import IndexSnapshots, MergedListing, NotesFrom
 from .protocols import Store
 from .schema import MergedRecord, Note, Piece
+from .stores import codec
 
 
 def top_k(values: np.ndarray, k: int) -> np.ndarray:
@@ -164,10 +165,12 @@ class NamespaceIndex:
     def load(self) -> None:
         """Build from the store: notes (with their stored embeddings) and all pieces, or the
         saved snapshot of the index plus the units written after it."""
-        notes = self.store.notes(self.namespace)
+        notes, arrays = self._notes_from_snapshot()
+        if arrays is None:
+            notes = self.store.notes(self.namespace)
         if notes and isinstance(self.store, MergedListing):
             self.merged.update((m.key, m) for m in self.store.merged_records(self.namespace))
-        covered = self._restore(notes) if notes else 0
+        covered = self._restore(notes, arrays) if notes else 0
         if covered == 0:
             pieces_by_unit: dict[str, list[Piece]] = {}
             for p in self.store.iter_pieces(self.namespace):
@@ -178,12 +181,36 @@ class NamespaceIndex:
             for note in notes[covered:]:
                 self.add(note, self.store.pieces(self.namespace, note.unit_key))
 
-    def _restore(self, notes: Sequence[Note]) -> int:
-        """Load the store's snapshot of this index if it fits ``notes``; returns the notes it covers."""
-        if not isinstance(self.store, IndexSnapshots):
-            return 0
+    def _notes_from_snapshot(self) -> tuple[list[Note], dict[str, np.ndarray] | None]:
+        """The namespace's notes, those the snapshot covers taken from it (a store with the
+        ``NotesFrom`` capability reads only the keys and the notes written after it), and the
+        snapshot's arrays; ``([], None)`` when that cannot be done (read every note instead)."""
+        if not (isinstance(self.store, IndexSnapshots) and isinstance(self.store, NotesFrom)):
+            return [], None
         data = self.store.get_index_snapshot(self.namespace)
-        arrays = snapshot.decode(data, [n.unit_key for n in notes]) if data else None
+        arrays = snapshot.read(data) if data else None
+        if arrays is None or "note_data" not in arrays or "note_vectors" not in arrays:
+            return [], None
+        covered = int(arrays["covers"])
+        keys, rest = self.store.keys_and_notes_from(self.namespace, covered)
+        if not snapshot.covers_prefix(arrays, keys) or len(rest) != len(keys) - covered:
+            return [], None  # another order, a deletion or a write in between: read every note
+        try:
+            notes = codec.notes_from_blob(arrays["note_data"].tobytes(), arrays["note_vectors"])
+        except ValueError:
+            return [], None
+        if [n.unit_key for n in notes] != keys[:covered]:
+            return [], None
+        return [*notes, *rest], arrays
+
+    def _restore(self, notes: Sequence[Note], arrays: dict[str, np.ndarray] | None = None) -> int:
+        """Load the store's snapshot of this index if it fits ``notes`` (``arrays``: the
+        snapshot, already read and checked); returns the notes it covers."""
+        if arrays is None:
+            if not isinstance(self.store, IndexSnapshots):
+                return 0
+            data = self.store.get_index_snapshot(self.namespace)
+            arrays = snapshot.decode(data, [n.unit_key for n in notes]) if data else None
         if arrays is None:
             return 0
         covered = int(arrays["covers"])
@@ -266,6 +293,8 @@ class NamespaceIndex:
         arrays["doc_tokens"] = self._doc_tokens.view.astype(np.int32)
         arrays["piece_vectors"] = self._piece_vectors.view
         arrays["own_docs"] = self._own_docs.view.astype(np.int32)
+        arrays["note_vectors"] = self.vectors
+        arrays["note_data"] = np.frombuffer(codec.notes_blob(self.notes), dtype=np.uint8)
         self.store.put_index_snapshot(self.namespace,
                                       snapshot.encode(arrays, [n.unit_key for n in self.notes]))
         self.saved_covers = len(self.notes)

@@ -23,13 +23,16 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from .schema import MergedRecord
+from .schema import MergedRecord, Note
 
 #: 2: piece vectors (``piece_vectors``, one float32 row per piece document) and the
 #: compact timeline lines (a record that opens with its label is not labelled twice).
 #: 3: only the pieces' own vectors (``piece_vectors``, with ``own_docs``, the piece document
 #: of each row): a piece without one is scored by its note's vector.
-FORMAT = 3
+#: 4: the notes it covers (``note_vectors``, ``note_data``), read from it by a store with
+#: the ``NotesFrom`` capability instead of a row per note. Format 3 is still read.
+FORMAT = 4
+_READ_FORMATS = (3, 4)
 
 
 @runtime_checkable
@@ -51,6 +54,16 @@ class MergedListing(Protocol):
     so a reopened timeline does not query the store once per merged group."""
 
     def merged_records(self, namespace: str) -> list[MergedRecord]: ...
+
+
+@runtime_checkable
+class NotesFrom(Protocol):
+    """Optional store capability: in one read, the unit keys of a namespace's notes in write
+    order and the notes from position ``start`` on. A reopen then takes the notes its
+    snapshot covers from the snapshot, one value, instead of reading a row per note (rows
+    spread through the file: 1.5 s of a reopen at 13,333 units with a cold page cache)."""
+
+    def keys_and_notes_from(self, namespace: str, start: int) -> tuple[list[str], list[Note]]: ...
 
 
 @runtime_checkable
@@ -128,17 +141,28 @@ def _stored_arrays(data: bytes) -> dict[str, np.ndarray]:
     return arrays
 
 
-def decode(data: bytes, keys: Sequence[str]) -> dict[str, np.ndarray] | None:
-    """The arrays of a snapshot if it covers a prefix of ``keys`` (the store's notes in
-    write order) in this format; otherwise None (the caller rebuilds). The arrays are
-    read-only views into ``data``: copy what is kept."""
+def read(data: bytes) -> dict[str, np.ndarray] | None:
+    """The arrays of a snapshot in a format this version reads, not yet checked against the
+    store's notes (see :func:`covers_prefix`); None if it is damaged or of another format.
+    The arrays are read-only views into ``data``: copy what is kept."""
     try:
         arrays = _stored_arrays(data)
     except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
         return None
-    covers = int(arrays.get("covers", -1))
-    if int(arrays.get("format", -1)) != FORMAT or not 0 < covers <= len(keys):
-        return None
-    if not np.array_equal(arrays["keys"], keys_digest(keys[:covers])):
+    if int(arrays.get("format", -1)) not in _READ_FORMATS or int(arrays.get("covers", -1)) <= 0 \
+            or "keys" not in arrays:
         return None
     return arrays
+
+
+def covers_prefix(arrays: dict[str, np.ndarray], keys: Sequence[str]) -> bool:
+    """Whether the snapshot covers a prefix of ``keys`` (the store's notes in write order)."""
+    covers = int(arrays["covers"])
+    return covers <= len(keys) and np.array_equal(arrays["keys"], keys_digest(keys[:covers]))
+
+
+def decode(data: bytes, keys: Sequence[str]) -> dict[str, np.ndarray] | None:
+    """The arrays of a snapshot if it covers a prefix of ``keys`` (the store's notes in
+    write order) in a format this version reads; otherwise None (the caller rebuilds)."""
+    arrays = read(data)
+    return arrays if arrays is not None and covers_prefix(arrays, keys) else None

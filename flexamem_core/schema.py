@@ -136,15 +136,19 @@ class Note:
     #: ``units.messages_digest`` of the unit's messages ("" in older notes: the key is checked).
     digest: str = ""
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"unit_key": self.unit_key, "record": self.record,
-                "record_tokens": self.record_tokens, "keywords": list(self.keywords),
-                "tags": list(self.tags), "description": self.description,
-                "embedding": [float(x) for x in np.asarray(self.embedding, dtype=np.float32)],
-                "links": list(self.links), "raw_tokens": self.raw_tokens,
-                "first_step": self.first_step, "last_step": self.last_step, "label": self.label,
-                "writer": self.writer, "llm_calls": self.llm_calls, "messages": self.messages,
-                "digest": self.digest}
+    def to_dict(self, embedding: bool = True) -> dict[str, Any]:
+        """Its fields as JSON values; ``embedding=False`` leaves the vector out (a store keeps
+        it as float32 bytes: writing it as 384 Python floats would cost more than the rest)."""
+        d = {"unit_key": self.unit_key, "record": self.record,
+             "record_tokens": self.record_tokens, "keywords": list(self.keywords),
+             "tags": list(self.tags), "description": self.description,
+             "links": list(self.links), "raw_tokens": self.raw_tokens,
+             "first_step": self.first_step, "last_step": self.last_step, "label": self.label,
+             "writer": self.writer, "llm_calls": self.llm_calls, "messages": self.messages,
+             "digest": self.digest}
+        if embedding:
+            d["embedding"] = [float(x) for x in np.asarray(self.embedding, dtype=np.float32)]
+        return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Note:

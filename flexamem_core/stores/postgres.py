@@ -154,6 +154,11 @@ class PostgresStore:
     def notes(self, namespace: str) -> list[Note]:
         return self._run(self._plans.notes(namespace))
 
+    def keys_and_notes_from(self, namespace: str, start: int) -> tuple[list[str], list[Note]]:
+        """The keys of the namespace's notes in write order and its notes from position
+        ``start`` on, in one read (``NotesFrom``)."""
+        return self._run(self._plans.keys_and_notes_from(namespace, start))
+
     def parents(self, namespace: str) -> dict[str, str | None]:
         return self._run(self._plans.parents(namespace))
 
@@ -268,6 +273,9 @@ class AsyncPostgresStore:
 
     async def notes(self, namespace: str) -> list[Note]:
         return await self._run(self._plans.notes(namespace))
+
+    async def keys_and_notes_from(self, namespace: str, start: int) -> tuple[list[str], list[Note]]:
+        return await self._run(self._plans.keys_and_notes_from(namespace, start))
 
     async def parents(self, namespace: str) -> dict[str, str | None]:
         return await self._run(self._plans.parents(namespace))

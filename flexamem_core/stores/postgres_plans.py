@@ -131,6 +131,11 @@ class Plans:
         self.notes_sql = q("SELECT key, data, embedding FROM {s}.notes WHERE namespace = %s ORDER BY seq")
         self.links_sql = q("SELECT src, dst FROM {s}.links WHERE namespace = %s ORDER BY src, pos")
         self.parents_sql = q("SELECT key, parent FROM {s}.units WHERE namespace = %s ORDER BY seq")
+        self.note_keys_sql = q("SELECT key FROM {s}.notes WHERE namespace = %s ORDER BY seq")
+        self.notes_from_sql = q("SELECT key, data, embedding FROM {s}.notes WHERE namespace = %s "
+                                "ORDER BY seq OFFSET %s")
+        self.links_from_sql = q("SELECT src, dst FROM {s}.links WHERE namespace = %s AND src IN (SELECT key "
+                                "FROM {s}.notes WHERE namespace = %s ORDER BY seq OFFSET %s) ORDER BY src, pos")
         self.pieces_sql = q("SELECT data, embedding FROM {s}.pieces WHERE namespace = %s AND unit_key = %s "
                             "ORDER BY idx")
         self.iter_pieces_sql = q("SELECT data, embedding FROM {s}.pieces WHERE namespace = %s ORDER BY seq, idx")
@@ -246,6 +251,17 @@ class Plans:
         rows = yield Call(self.notes_sql, (namespace,), binary=True)
         link_rows = yield Call(self.links_sql, (namespace,))
         return codec.notes_from_rows(rows, link_rows)
+
+    def keys_and_notes_from(self, namespace: str, start: int) -> Plan[tuple[list[str], list[Note]]]:
+        check_namespace(namespace)
+        return self._keys_and_notes_from(namespace, max(0, int(start)))
+
+    def _keys_and_notes_from(self, namespace: str, start: int) -> Plan[tuple[list[str], list[Note]]]:
+        yield Call("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")  # keys, notes and links: one snapshot
+        keys = [r[0] for r in (yield Call(self.note_keys_sql, (namespace,)))]
+        rows = yield Call(self.notes_from_sql, (namespace, start), binary=True)
+        link_rows = yield Call(self.links_from_sql, (namespace, namespace, start))
+        return keys, codec.notes_from_rows(rows, link_rows)
 
     def parents(self, namespace: str) -> Plan[dict[str, str | None]]:
         check_namespace(namespace)

@@ -27,6 +27,8 @@ from .sql_schema import SCHEMA_VERSION, migrations
 MIGRATIONS = migrations("sqlite")
 #: The chain of a namespace in write order, read from the ``units_chain`` index alone.
 PARENTS_SQL = "SELECT key, parent FROM units WHERE namespace = ? ORDER BY seq"
+#: The keys of a namespace's notes in write order, read from the ``notes_keys`` index alone.
+NOTE_KEYS_SQL = "SELECT key FROM notes WHERE namespace = ? ORDER BY seq"
 
 
 class SchemaVersionError(RuntimeError):
@@ -179,6 +181,26 @@ class SQLiteStore:
             finally:
                 conn.execute("COMMIT")
         return codec.notes_from_rows(rows, links)
+
+    def keys_and_notes_from(self, namespace: str, start: int) -> tuple[list[str], list[Note]]:
+        """The keys of the namespace's notes in write order (from the ``notes_keys`` index) and
+        its notes from position ``start`` on, in one read (``NotesFrom``)."""
+        check_namespace(namespace)
+        start = max(0, int(start))
+        with self._lock:
+            conn = self._connection()
+            conn.execute("BEGIN")  # one snapshot for keys, notes and links
+            try:
+                keys = [r[0] for r in conn.execute(NOTE_KEYS_SQL, (namespace,))]
+                rows = conn.execute("SELECT key, data, embedding FROM notes WHERE namespace = ? "
+                                    "ORDER BY seq LIMIT -1 OFFSET ?", (namespace, start)).fetchall()
+                links = conn.execute(
+                    "SELECT src, dst FROM links WHERE namespace = ? AND src IN (SELECT key FROM notes "
+                    "WHERE namespace = ? ORDER BY seq LIMIT -1 OFFSET ?) ORDER BY src, pos",
+                    (namespace, namespace, start)).fetchall()
+            finally:
+                conn.execute("COMMIT")
+        return keys, codec.notes_from_rows(rows, links)
 
     def parents(self, namespace: str) -> dict[str, str | None]:
         check_namespace(namespace)

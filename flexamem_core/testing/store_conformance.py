@@ -29,7 +29,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ..index_snapshot import IndexSnapshots, MergedListing, NamespaceVersions
+from ..index_snapshot import IndexSnapshots, MergedListing, NamespaceVersions, NotesFrom
 from ..protocols import Store
 from ..stores import ForgettingStore, NamespaceError, forget_tenant, open_store, store_url
 from .backend import StoreBackend
@@ -411,6 +411,28 @@ class StoreConformance:
         assert store.merged_records("tenant-z") == []
         store.delete_unit(NS, keys[2])
         assert {m.key for m in store.merged_records(NS)} == {low_b.key}
+
+    def test_keys_and_notes_from_a_position_are_those_of_notes(self, backend):
+        """The optional ``NotesFrom`` capability: the keys in write order and the notes from a
+        position on are exactly what ``notes()`` returns, links and vectors included."""
+        store = backend.first
+        if not isinstance(store, NotesFrom):
+            pytest.skip(f"{type(store).__name__} reads every note on open")
+        chain = make_chain("nf", 5, piece_vectors=True)
+        write_all(store, NS, chain)
+        write_all(store, "tenant-z", make_chain("other", 2))
+        notes = store.notes(NS)
+        for start in (0, 2, 5, 9):
+            keys, rest = store.keys_and_notes_from(NS, start)
+            assert keys == [n.unit_key for n in notes] == [t[0].key for t in chain]
+            assert [n.to_dict(embedding=False) for n in rest] == [n.to_dict(embedding=False) for n in notes[start:]]
+            for got, want in zip(rest, notes[start:], strict=True):
+                np.testing.assert_array_equal(got.embedding, want.embedding)
+        assert store.keys_and_notes_from("tenant-y", 0) == ([], [])
+        store.delete_unit(NS, chain[1][0].key)
+        keys, rest = store.keys_and_notes_from(NS, 1)
+        assert keys == [chain[i][0].key for i in (0, 2, 3, 4)] == [n.unit_key for n in store.notes(NS)]
+        assert [n.unit_key for n in rest] == keys[1:]
 
     def test_namespace_versions_change_with_every_unit_written_or_forgotten(self, backend):
         """The optional ``NamespaceVersions`` capability: the token an instance compares to see

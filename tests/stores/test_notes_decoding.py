@@ -54,6 +54,16 @@ def test_notes_read_back_exactly_whatever_their_text(data):
     _assert_same(codec.notes_from_rows(rows, links), written)
 
 
+@settings(max_examples=100, deadline=None)
+@given(st.data())
+def test_notes_kept_with_a_snapshot_read_back_exactly(data):
+    """``notes_blob`` (orjson, or json when a string has a lone surrogate) and back."""
+    dim = data.draw(st.integers(min_value=1, max_value=8))
+    written = data.draw(st.lists(notes(dim), max_size=5))
+    vectors = np.stack([n.embedding for n in written]) if written else np.zeros((0, dim), np.float32)
+    _assert_same(codec.notes_from_blob(codec.notes_blob(written), vectors), written)
+
+
 def test_embeddings_of_one_dimension_are_rows_of_one_read_only_matrix():
     rng = np.random.default_rng(0)
     written = [Note(unit_key=f"u{i}", record=f"step {i}", record_tokens=3, keywords=(), tags=(), description="",

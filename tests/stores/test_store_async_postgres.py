@@ -432,6 +432,7 @@ def test_a_schema_of_version_2_gains_piece_vectors_in_place(db):
         s = sql.Identifier(db.schema)
         conn.execute(sql.SQL("ALTER TABLE {}.pieces DROP COLUMN embedding").format(s))
         conn.execute(sql.SQL("DROP INDEX {}.units_chain").format(s))
+        conn.execute(sql.SQL("DROP INDEX {}.notes_keys").format(s))
         conn.execute(sql.SQL("DELETE FROM {}.schema_version WHERE version > 2").format(s))
     upgraded = PostgresStore(db.base, schema=db.schema)
     try:

@@ -41,6 +41,7 @@ def test_sqlite_of_schema_version_1_is_upgraded_in_place(tmp_path):
     store.close()
     conn = sqlite3.connect(path)
     conn.execute("DROP INDEX units_chain")
+    conn.execute("DROP INDEX notes_keys")
     conn.execute("DROP TABLE index_snapshots")
     conn.execute("DROP TABLE namespace_deletions")
     conn.execute("ALTER TABLE pieces DROP COLUMN embedding")
@@ -69,6 +70,7 @@ def test_sqlite_reads_the_chain_from_an_index_alone(tmp_path):
     store.close()
     conn = sqlite3.connect(path)
     conn.execute("DROP INDEX units_chain")  # as a file of version 3 is
+    conn.execute("DROP INDEX notes_keys")
     conn.execute("DELETE FROM schema_version WHERE version > 3")
     conn.commit()
     conn.close()
