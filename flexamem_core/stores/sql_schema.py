@@ -53,8 +53,8 @@ _V3 = [
 # every unit's text and every note's row were read: 2.2 s and 1.5 s of a reopen at 13,333
 # units with the file not in the page cache, against milliseconds from these indexes.
 _V4 = [
-    "CREATE INDEX units_chain ON ${p}units (namespace, seq, key, parent)",
-    "CREATE INDEX notes_keys ON ${p}notes (namespace, seq, key)",
+    "CREATE INDEX IF NOT EXISTS units_chain ON ${p}units (namespace, seq, key, parent)",
+    "CREATE INDEX IF NOT EXISTS notes_keys ON ${p}notes (namespace, seq, key)",
 ]
 
 _DIALECTS = {

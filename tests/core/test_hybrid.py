@@ -13,7 +13,7 @@ from flexamem_core.fusion import fuse, ranks
 from flexamem_core.index import NamespaceIndex
 from flexamem_core.recovery import PIECES_HEADER, Assembler, group_header, piece_recovery
 from flexamem_core.stores import InMemoryStore
-from flexamem_core.stores.sqlite import SQLiteStore
+from flexamem_core.stores.sqlite import SCHEMA_VERSION, SQLiteStore
 from flexamem_core.units import reader_blocks, unit_label
 
 from .checks import CountingEmbedder
@@ -179,7 +179,7 @@ def test_an_old_store_without_piece_vectors_keeps_working_and_gains_them_for_new
     conn.close()
     counting = CountingEmbedder(embedder)
     store = SQLiteStore(path)
-    assert store.schema_version == 3
+    assert store.schema_version == SCHEMA_VERSION == 4
     assert all(p.embedding is None for p in store.iter_pieces("default"))
     mem = reader(counting, tokenizer, store=store)
     n_old = len(mem._space("default").index.doc_unit)
