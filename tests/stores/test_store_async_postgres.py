@@ -364,6 +364,10 @@ def test_sync_and_async_stores_see_each_others_writes(db):
                 assert await store.delete_unit(NS, keys[0]) is True
                 assert not sync.has_unit(NS, keys[0]) and sync.get_merged(NS, merged.key) is None
                 assert sync.delete_unit(NS, keys[1]) is True
+                got_keys, rest = await store.keys_and_notes_from(NS, 1)  # NotesFrom, the async twin
+                want_keys, want = sync.keys_and_notes_from(NS, 1)
+                assert got_keys == want_keys == keys[2:]
+                assert [n.to_dict() for n in rest] == [n.to_dict() for n in want] != []
                 return await asnapshot(store, NS)
 
         from_async = run(body())
