@@ -8,7 +8,13 @@ import pytest
 from conftest import chroma_url, postgres_url
 
 from flexamem_core.stores import InMemoryStore, open_store
-from flexamem_core.stores.sqlite import PARENTS_SQL, SCHEMA_VERSION, SchemaVersionError, SQLiteStore
+from flexamem_core.stores.sqlite import (
+    NOTE_KEYS_SQL,
+    PARENTS_SQL,
+    SCHEMA_VERSION,
+    SchemaVersionError,
+    SQLiteStore,
+)
 from flexamem_core.stores.url import StoreURLError
 from flexamem_core.testing.storekit import make_chain
 
@@ -31,23 +37,33 @@ def test_sqlite_urls_and_bare_paths_open_the_same_file(tmp_path, form):
     assert conn.execute("SELECT MAX(version) FROM schema_version").fetchone()[0] == SCHEMA_VERSION
 
 
-def test_sqlite_of_schema_version_1_is_upgraded_in_place(tmp_path):
-    """A file written before index snapshots (version 1) keeps its units and gains the table."""
-    path = tmp_path / "v1.db"
+#: What schema version 4 added, undone (a file of version 3).
+_UNDO_V4 = ["DROP INDEX units_chain", "DROP INDEX notes_keys"]
+
+
+def _written_as_version(tmp_path, chain, version: int, undo: list[str]):
+    """A SQLite file holding ``chain`` as a FlexA-Mem of schema ``version`` left it: written
+    with the current schema, ``undo`` run, and the versions after it forgotten."""
+    path = tmp_path / f"v{version}.db"
     store = open_store(f"sqlite:///{path}")
-    chain = make_chain("old", 2)
     for triple in chain:
         store.write_unit("ns", *triple)
     store.close()
     conn = sqlite3.connect(path)
-    conn.execute("DROP INDEX units_chain")
-    conn.execute("DROP INDEX notes_keys")
-    conn.execute("DROP TABLE index_snapshots")
-    conn.execute("DROP TABLE namespace_deletions")
-    conn.execute("ALTER TABLE pieces DROP COLUMN embedding")
-    conn.execute("DELETE FROM schema_version WHERE version > 1")
+    for statement in undo:
+        conn.execute(statement)
+    conn.execute("DELETE FROM schema_version WHERE version > ?", (version,))
     conn.commit()
     conn.close()
+    return path
+
+
+def test_sqlite_of_schema_version_1_is_upgraded_in_place(tmp_path):
+    """A file written before index snapshots (version 1) keeps its units and gains the table."""
+    chain = make_chain("old", 2)
+    path = _written_as_version(tmp_path, chain, 1, [*_UNDO_V4, "DROP TABLE index_snapshots",
+                                                    "DROP TABLE namespace_deletions",
+                                                    "ALTER TABLE pieces DROP COLUMN embedding"])
     upgraded = open_store(f"sqlite:///{path}")
     assert [n.unit_key for n in upgraded.notes("ns")] == [t[0].key for t in chain]
     assert upgraded.schema_version == SCHEMA_VERSION == 4
@@ -59,26 +75,18 @@ def test_sqlite_of_schema_version_1_is_upgraded_in_place(tmp_path):
     assert all(p.embedding is not None for p in upgraded.pieces("ns", new[0].key))
 
 
-def test_sqlite_reads_the_chain_from_an_index_alone(tmp_path):
-    """Version 4: a reopen reads each unit's key and parent from an index, never the units'
-    text (at 13,333 units with a cold page cache that read was 2.2 s of a 6.3 s reopen)."""
-    path = tmp_path / "v3.db"
-    store = open_store(f"sqlite:///{path}")
+def test_sqlite_reads_the_chain_and_note_keys_from_indexes_alone(tmp_path):
+    """Version 4: a reopen reads each unit's key and parent, and the note keys, from indexes,
+    never the units' text nor the notes' rows (at 13,333 units with a cold page cache those
+    reads were 2.2 s and 1.5 s of a reopen)."""
     chain = make_chain("c", 3)
-    for triple in chain:
-        store.write_unit("ns", *triple)
-    store.close()
-    conn = sqlite3.connect(path)
-    conn.execute("DROP INDEX units_chain")  # as a file of version 3 is
-    conn.execute("DROP INDEX notes_keys")
-    conn.execute("DELETE FROM schema_version WHERE version > 3")
-    conn.commit()
-    conn.close()
-    upgraded = SQLiteStore(path)
+    upgraded = SQLiteStore(_written_as_version(tmp_path, chain, 3, _UNDO_V4))
     assert upgraded.schema_version == SCHEMA_VERSION
     assert upgraded.parents("ns") == {t[0].key: t[0].parent for t in chain}
-    plan = upgraded._connection().execute(f"EXPLAIN QUERY PLAN {PARENTS_SQL}", ("ns",)).fetchall()
-    assert any("COVERING INDEX units_chain" in row[-1] for row in plan), plan
+    assert upgraded.keys_and_notes_from("ns", 3) == ([t[0].key for t in chain], [])
+    for sql, index in ((PARENTS_SQL, "units_chain"), (NOTE_KEYS_SQL, "notes_keys")):
+        plan = upgraded._connection().execute(f"EXPLAIN QUERY PLAN {sql}", ("ns",)).fetchall()
+        assert any(f"COVERING INDEX {index}" in row[-1] for row in plan), plan
 
 
 def test_sqlite_written_by_a_newer_version_is_refused(tmp_path):
