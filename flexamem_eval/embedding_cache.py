@@ -29,6 +29,8 @@ from typing import Any
 
 import numpy as np
 
+from flexamem_core.stores.sqlite import wal_connection
+
 #: File name inside the cache directory.
 DB_NAME = "embeddings.sqlite3"
 #: Keys per ``SELECT ... IN (...)`` (SQLite allows 32,766 parameters; stay well below).
@@ -93,8 +95,7 @@ class CachedEmbedder:
     def _db(self) -> sqlite3.Connection:
         if self._conn is None or self._pid != os.getpid():  # a connection never crosses a fork
             self.directory.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(self.path, timeout=60.0, isolation_level=None, check_same_thread=False)
-            conn.execute("PRAGMA journal_mode=WAL")
+            conn = wal_connection(self.path, timeout=60.0)  # workers may open a new file together
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute("CREATE TABLE IF NOT EXISTS vectors (model TEXT NOT NULL, sha BLOB NOT NULL, "
                          "dim INTEGER NOT NULL, vec BLOB NOT NULL, PRIMARY KEY (model, sha)) WITHOUT ROWID")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -33,6 +34,28 @@ NOTE_KEYS_SQL = "SELECT key FROM notes WHERE namespace = ? ORDER BY seq"
 
 class SchemaVersionError(RuntimeError):
     """The database was written by a newer FlexA-Mem than this one."""
+
+
+def wal_connection(path: str | os.PathLike[str], timeout: float) -> sqlite3.Connection:
+    """An autocommit connection to ``path`` in WAL mode, for several processes at once.
+
+    Switching a file to WAL can fail at once with "database is locked" while another
+    process opens or recovers the same file, without SQLite waiting through its busy
+    timeout (two workers opening a new file together hit it), so it is retried, with
+    backoff, until ``timeout`` has passed.
+    """
+    conn = sqlite3.connect(path, timeout=timeout, isolation_level=None, check_same_thread=False)
+    deadline, pause = time.monotonic() + timeout, 0.005
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            return conn
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() >= deadline:
+                conn.close()
+                raise
+            time.sleep(pause)
+            pause = min(0.25, 2 * pause)
 
 
 class SQLiteStore:
@@ -70,11 +93,12 @@ class SQLiteStore:
     def _connection(self) -> sqlite3.Connection:
         if self._conn is not None and self._pid == os.getpid():
             return self._conn
-        conn = sqlite3.connect(self.path, timeout=self._timeout, isolation_level=None,
-                               check_same_thread=False)
+        if self.path == ":memory:":
+            conn = sqlite3.connect(self.path, timeout=self._timeout, isolation_level=None,
+                                   check_same_thread=False)
+        else:
+            conn = wal_connection(self.path, self._timeout)
         conn.execute(f"PRAGMA busy_timeout = {int(self._timeout * 1000)}")
-        if self.path != ":memory:":
-            conn.execute("PRAGMA journal_mode = WAL")
         conn.execute(f"PRAGMA synchronous = {self._synchronous}")
         conn.execute("PRAGMA secure_delete = ON")
         self._conn, self._pid = conn, os.getpid()

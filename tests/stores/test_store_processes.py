@@ -7,6 +7,7 @@ URL, exactly as several agent workers sharing one memory would.
 from __future__ import annotations
 
 import json
+import multiprocessing
 import random
 import signal
 import sqlite3
@@ -20,6 +21,7 @@ from conftest import _make_backend
 from langgraph_backends import sqlite_path
 from store_worker import restart_history
 
+from flexamem_core.stores.sqlite import wal_connection
 from flexamem_core.testing.storekit import make_chain, snapshot
 
 WORKER = str(Path(__file__).with_name("store_worker.py"))
@@ -145,3 +147,29 @@ def test_a_store_reopened_after_its_writer_exited_reads_the_same(persistent_back
     for m in merges:
         assert store.get_merged(NS, m.key) == m
     assert snapshot(persistent_backend.open(), NS) == snap  # and again: reads are stable
+
+
+def _open_at_once(path: str, barrier, results) -> None:
+    barrier.wait()
+    try:
+        conn = wal_connection(path, timeout=30.0)
+        results.put(conn.execute("PRAGMA journal_mode").fetchone()[0])
+    except Exception as exc:  # reported to the test, not lost in a child's stderr
+        results.put(f"{type(exc).__name__}: {exc}")
+
+
+def test_processes_opening_a_new_file_together_all_get_wal(tmp_path):
+    """Switching a new file to WAL can fail at once with "database is locked" while another
+    process does the same (two eval workers on a fresh embedding cache did): every opener
+    gets its connection in WAL mode."""
+    ctx = multiprocessing.get_context("fork")
+    for attempt in range(10):  # a plain connect failed in about 1 round of 4 here
+        path = str(tmp_path / f"new-{attempt}.db")
+        barrier, results = ctx.Barrier(6), ctx.Queue()
+        procs = [ctx.Process(target=_open_at_once, args=(path, barrier, results)) for _ in range(6)]
+        for p in procs:
+            p.start()
+        got = [results.get(timeout=60) for _ in procs]
+        for p in procs:
+            p.join(60)
+        assert got == ["wal"] * 6, got
