@@ -165,8 +165,9 @@ class NamespaceIndex:
     def load(self) -> None:
         """Build from the store: notes (with their stored embeddings) and all pieces, or the
         saved snapshot of the index plus the units written after it."""
-        notes, arrays = self._notes_from_snapshot()
-        if arrays is None:
+        arrays = self._snapshot()
+        notes = self._notes_from_snapshot(arrays) if arrays is not None else None
+        if notes is None:
             notes = self.store.notes(self.namespace)
         if notes and isinstance(self.store, MergedListing):
             self.merged.update((m.key, m) for m in self.store.merged_records(self.namespace))
@@ -181,37 +182,34 @@ class NamespaceIndex:
             for note in notes[covered:]:
                 self.add(note, self.store.pieces(self.namespace, note.unit_key))
 
-    def _notes_from_snapshot(self) -> tuple[list[Note], dict[str, np.ndarray] | None]:
-        """The namespace's notes, those the snapshot covers taken from it (a store with the
-        ``NotesFrom`` capability reads only the keys and the notes written after it), and the
-        snapshot's arrays; ``([], None)`` when that cannot be done (read every note instead)."""
-        if not (isinstance(self.store, IndexSnapshots) and isinstance(self.store, NotesFrom)):
-            return [], None
+    def _snapshot(self) -> dict[str, np.ndarray] | None:
+        """The store's snapshot of this index, read once, not yet checked against the notes."""
+        if not isinstance(self.store, IndexSnapshots):
+            return None
         data = self.store.get_index_snapshot(self.namespace)
-        arrays = snapshot.read(data) if data else None
-        if arrays is None or "note_data" not in arrays or "note_vectors" not in arrays:
-            return [], None
+        return snapshot.read(data) if data else None
+
+    def _notes_from_snapshot(self, arrays: dict[str, np.ndarray]) -> list[Note] | None:
+        """The namespace's notes, those the snapshot covers taken from it: a store with the
+        ``NotesFrom`` capability reads only the keys and the notes written after it. None
+        when that cannot be done (read every note instead)."""
+        if not isinstance(self.store, NotesFrom) or "note_data" not in arrays or "note_vectors" not in arrays:
+            return None
         covered = int(arrays["covers"])
         keys, rest = self.store.keys_and_notes_from(self.namespace, covered)
         if not snapshot.covers_prefix(arrays, keys) or len(rest) != len(keys) - covered:
-            return [], None  # another order, a deletion or a write in between: read every note
+            return None  # another order, a deletion or a write in between: read every note
         try:
             notes = codec.notes_from_blob(arrays["note_data"].tobytes(), arrays["note_vectors"])
         except ValueError:
-            return [], None
+            return None
         if [n.unit_key for n in notes] != keys[:covered]:
-            return [], None
-        return [*notes, *rest], arrays
+            return None
+        return [*notes, *rest]
 
-    def _restore(self, notes: Sequence[Note], arrays: dict[str, np.ndarray] | None = None) -> int:
-        """Load the store's snapshot of this index if it fits ``notes`` (``arrays``: the
-        snapshot, already read and checked); returns the notes it covers."""
-        if arrays is None:
-            if not isinstance(self.store, IndexSnapshots):
-                return 0
-            data = self.store.get_index_snapshot(self.namespace)
-            arrays = snapshot.decode(data, [n.unit_key for n in notes]) if data else None
-        if arrays is None:
+    def _restore(self, notes: Sequence[Note], arrays: dict[str, np.ndarray] | None) -> int:
+        """Load the snapshot ``arrays`` if it fits ``notes``; returns the notes it covers."""
+        if arrays is None or not snapshot.covers_prefix(arrays, [n.unit_key for n in notes]):
             return 0
         covered = int(arrays["covers"])
         counts = arrays["piece_counts"].astype(np.int64)

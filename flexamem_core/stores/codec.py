@@ -23,6 +23,8 @@ _F32 = np.dtype("<f4")
 #: Marks a string or mapping that held lone surrogates (see :func:`dumps`).
 _STR32 = "$flexamem_str32"
 _MAP16 = "$flexamem_map16"
+_TAGS = (_STR32, _MAP16)
+_TAGS_BYTES = (_STR32.encode(), _MAP16.encode())
 
 
 def dumps(value: Any) -> str:
@@ -157,7 +159,7 @@ def _own_fields(text: str | bytes) -> Any:
     these records of our own, whose numbers are token and step counts, never for units
     (a host's metadata can hold any integer); what it refuses (a tagged string, NaN) goes
     to :func:`loads`."""
-    tagged = (_STR32.encode(), _MAP16.encode()) if isinstance(text, bytes) else (_STR32, _MAP16)
+    tagged = _TAGS_BYTES if isinstance(text, bytes) else _TAGS
     if tagged[0] not in text and tagged[1] not in text:  # orjson reads UTF-8 bytes as they are
         try:
             return orjson.loads(text)

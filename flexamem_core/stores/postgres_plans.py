@@ -128,7 +128,6 @@ class Plans:
                               "VALUES (%s, %s, %s, %s, %s, %s)")
         self.has_unit_sql = q("SELECT 1 FROM {s}.units WHERE namespace = %s AND key = %s")
         self.get_unit_sql = q("SELECT data FROM {s}.units WHERE namespace = %s AND key = %s")
-        self.notes_sql = q("SELECT key, data, embedding FROM {s}.notes WHERE namespace = %s ORDER BY seq")
         self.links_sql = q("SELECT src, dst FROM {s}.links WHERE namespace = %s ORDER BY src, pos")
         self.parents_sql = q("SELECT key, parent FROM {s}.units WHERE namespace = %s ORDER BY seq")
         self.note_keys_sql = q("SELECT key FROM {s}.notes WHERE namespace = %s ORDER BY seq")
@@ -247,10 +246,7 @@ class Plans:
         return self._notes(namespace)
 
     def _notes(self, namespace: str) -> Plan[list[Note]]:
-        yield Call("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")  # notes and links: one snapshot
-        rows = yield Call(self.notes_sql, (namespace,), binary=True)
-        link_rows = yield Call(self.links_sql, (namespace,))
-        return codec.notes_from_rows(rows, link_rows)
+        return (yield from self._keys_and_notes_from(namespace, 0))[1]
 
     def keys_and_notes_from(self, namespace: str, start: int) -> Plan[tuple[list[str], list[Note]]]:
         check_namespace(namespace)
@@ -260,7 +256,8 @@ class Plans:
         yield Call("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")  # keys, notes and links: one snapshot
         keys = [r[0] for r in (yield Call(self.note_keys_sql, (namespace,)))]
         rows = yield Call(self.notes_from_sql, (namespace, start), binary=True)
-        link_rows = yield Call(self.links_from_sql, (namespace, namespace, start))
+        link_rows = yield (Call(self.links_sql, (namespace,)) if start == 0 else
+                           Call(self.links_from_sql, (namespace, namespace, start)))
         return keys, codec.notes_from_rows(rows, link_rows)
 
     def parents(self, namespace: str) -> Plan[dict[str, str | None]]:

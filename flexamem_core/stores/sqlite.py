@@ -193,22 +193,14 @@ class SQLiteStore:
         return codec.unit_from_text(rows[0][0])
 
     def notes(self, namespace: str) -> list[Note]:
-        check_namespace(namespace)
-        with self._lock:
-            conn = self._connection()
-            conn.execute("BEGIN")  # one snapshot for notes and links
-            try:
-                rows = conn.execute("SELECT key, data, embedding FROM notes WHERE namespace = ? "
-                                    "ORDER BY seq", (namespace,)).fetchall()
-                links = conn.execute("SELECT src, dst FROM links WHERE namespace = ? ORDER BY src, pos",
-                                     (namespace,)).fetchall()
-            finally:
-                conn.execute("COMMIT")
-        return codec.notes_from_rows(rows, links)
+        return self._keys_and_notes_from(namespace, 0)[1]
 
     def keys_and_notes_from(self, namespace: str, start: int) -> tuple[list[str], list[Note]]:
         """The keys of the namespace's notes in write order (from the ``notes_keys`` index) and
         its notes from position ``start`` on, in one read (``NotesFrom``)."""
+        return self._keys_and_notes_from(namespace, start)
+
+    def _keys_and_notes_from(self, namespace: str, start: int) -> tuple[list[str], list[Note]]:
         check_namespace(namespace)
         start = max(0, int(start))
         with self._lock:
@@ -218,10 +210,14 @@ class SQLiteStore:
                 keys = [r[0] for r in conn.execute(NOTE_KEYS_SQL, (namespace,))]
                 rows = conn.execute("SELECT key, data, embedding FROM notes WHERE namespace = ? "
                                     "ORDER BY seq LIMIT -1 OFFSET ?", (namespace, start)).fetchall()
-                links = conn.execute(
-                    "SELECT src, dst FROM links WHERE namespace = ? AND src IN (SELECT key FROM notes "
-                    "WHERE namespace = ? ORDER BY seq LIMIT -1 OFFSET ?) ORDER BY src, pos",
-                    (namespace, namespace, start)).fetchall()
+                if start == 0:
+                    links = conn.execute("SELECT src, dst FROM links WHERE namespace = ? ORDER BY src, pos",
+                                         (namespace,)).fetchall()
+                else:  # the links of those notes only
+                    links = conn.execute(
+                        "SELECT src, dst FROM links WHERE namespace = ? AND src IN (SELECT key FROM notes "
+                        "WHERE namespace = ? ORDER BY seq LIMIT -1 OFFSET ?) ORDER BY src, pos",
+                        (namespace, namespace, start)).fetchall()
             finally:
                 conn.execute("COMMIT")
         return keys, codec.notes_from_rows(rows, links)

@@ -37,6 +37,10 @@ class Reads(SQLiteStore):
         self._count("iter_pieces")
         return super().iter_pieces(namespace)
 
+    def get_index_snapshot(self, namespace):
+        self._count("get_index_snapshot")
+        return super().get_index_snapshot(namespace)
+
     def keys_and_notes_from(self, namespace, start):
         self._count("keys_and_notes_from")
         return super().keys_and_notes_from(namespace, start)
@@ -63,7 +67,8 @@ def _reopen(path, tokenizer, embedder):
 def test_a_reopen_reads_the_covered_notes_from_the_snapshot(tmp_path, tokenizer, hashing_embedder):
     path, history = _written(tmp_path, tokenizer, hashing_embedder)
     store, mem, index = _reopen(path, tokenizer, hashing_embedder)
-    assert store.calls == {"keys_and_notes_from": 1}  # no row per note, no piece re-read
+    # the snapshot read once, no row per note, no piece re-read
+    assert store.calls == {"get_index_snapshot": 1, "keys_and_notes_from": 1}
     assert 0 < index.saved_covers < len(index.notes)  # some notes came after the snapshot
     stored = store.notes("t")
     assert [n.to_dict(embedding=False) for n in index.notes] == [n.to_dict(embedding=False) for n in stored]
@@ -88,7 +93,8 @@ def test_a_snapshot_of_format_3_still_loads_with_every_note_read(tmp_path, token
     store.put_index_snapshot("t", buf.getvalue())
     store.close()
     reopened, mem, index = _reopen(path, tokenizer, hashing_embedder)
-    assert reopened.calls == {"notes": 1}  # every note read, the index from the snapshot (no piece)
+    # every note read, the index from the snapshot (read once, no piece)
+    assert reopened.calls == {"get_index_snapshot": 1, "notes": 1}
     assert index.saved_covers == covers
     assert mem.render(history, namespace="t").memory_text
 
