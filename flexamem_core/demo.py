@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from collections import Counter
 from dataclasses import dataclass
 
 from rich.console import Console
@@ -25,7 +24,7 @@ from .host.marker import is_marked
 from .memory import FlexAMem
 from .messages import message_text
 from .render import Rendered
-from .replay_view import RESOLUTIONS
+from .unit_report import RESOLUTIONS
 
 HELP = "replay a long agent run and a long chat at two budgets (offline)"
 
@@ -54,7 +53,7 @@ def _table(title: str, history_tokens: int, shown: list[Shown]) -> Table:
         table.add_column(name, justify="right")
     for s in shown:
         rep = s.rendered.report
-        units = Counter(u["resolution"] for u in rep.get("units", []))
+        units = rep.get("resolutions") or {}
         prompt, memory = rep.get("prompt_tokens", 0), rep.get("memory_tokens", 0)
         table.add_row(f"{s.budget:,}", f"{s.rendered.tokens:,}", f"{prompt:,}", f"{memory:,}",
                       f"{s.rendered.tokens - prompt - memory:,}", f"{s.budget - s.rendered.tokens:,}",

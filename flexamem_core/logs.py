@@ -13,7 +13,6 @@ import functools
 import logging
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
@@ -37,8 +36,9 @@ def warn_once(key: str, message: str, *args: Any, log: logging.Logger = logger) 
 
 
 def resolutions(report: Mapping[str, Any]) -> dict[str, int]:
-    """Units of a render report counted by resolution (raw, excerpt, record, merged, hidden)."""
-    return dict(Counter(str(u.get("resolution")) for u in report.get("units") or ()))
+    """Old units of a render report counted by resolution (raw, excerpt, record, merged, hidden),
+    those with none left out."""
+    return {res: n for res, n in (report.get("resolutions") or {}).items() if n}
 
 
 def describe(rendered: Any, ms: float, namespace: str) -> tuple[int, str, tuple[Any, ...]]:
@@ -60,7 +60,7 @@ def logged_render(method: F) -> F:
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
         start = time.perf_counter()
         rendered = method(self, *args, **kwargs)
-        # Describing walks the report's unit rows: only when the line will be emitted.
+        # Described only when the line will be emitted.
         if logger.isEnabledFor(logging.DEBUG if rendered.passthrough else logging.INFO):
             level, fmt, values = describe(rendered, (time.perf_counter() - start) * 1000,
                                           str(kwargs.get("namespace", "default")))

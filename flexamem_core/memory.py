@@ -63,6 +63,7 @@ from .stable import SentRequest, append_new, extend_memory, stable_budget
 from .stores import InMemoryStore, check_namespace
 from .timeline import Timeline, TimelineLevels, count_record_lines
 from .tokens import default_tokenizer
+from .unit_report import count_resolutions
 from .units import (
     DIGEST_FORMAT,
     PackedUnit,
@@ -592,7 +593,9 @@ class FlexAMem:
             "memory_tokens": mem.tokens if mem else 0,
             "unused_allowance": max(0, allowance - (mem.tokens if mem and mem.tokens <= allowance else 0)),
             "spent": mem.spent if mem else {"timeline": 0, "raw": 0, "excerpt": 0, "pieces": 0},
-            "units": mem.units if mem else [], "pieces": mem.pieces if mem else [],
+            "units": mem.units if mem else [], "unit_runs": mem.unit_runs if mem else [],
+            "resolutions": count_resolutions(mem.unit_runs if mem else [], mem.units if mem else []),
+            "pieces": mem.pieces if mem else [],
             "llm_calls": mem.llm_calls if mem else 0,
             "recovered_dropped": mem.dropped if mem else 0,
         }

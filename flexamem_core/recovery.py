@@ -25,6 +25,7 @@ from .index import NamespaceIndex, top_k
 from .protocols import Tokenizer
 from .schema import Note, Piece
 from .timeline import Timeline
+from .unit_report import timeline_runs, unit_rows
 
 MEMORY_OPEN = "<memory>"
 MEMORY_CLOSE = "</memory>"
@@ -59,8 +60,11 @@ class MemoryRender:
     text: str
     tokens: int
     spent: dict[str, int]
+    #: Rows of the units this call did something with (:mod:`.unit_report`).
     units: list[dict[str, Any]] = field(default_factory=list)
     pieces: list[dict[str, Any]] = field(default_factory=list)
+    #: The old units' positions as timeline runs ``[start, end, resolution]``.
+    unit_runs: list[list[Any]] = field(default_factory=list)
     llm_calls: int = 0
     #: Recovered elements chosen but dropped by the final shrink loop (framing underestimated).
     dropped: int = 0
@@ -395,8 +399,6 @@ def unit_recovery(notes: Sequence[Note], timeline: Timeline, cands: Sequence[Can
     order) instead of in place of their records, so the timeline stays a stable prefix of
     the memory text from one render to the next (the prompt-cache-stable layout).
     """
-    why = {c.pos: c for c in cands}
-
     def credit_of(pos: int) -> int | None:
         item = timeline.item_at(pos)
         if item is None:
@@ -407,13 +409,13 @@ def unit_recovery(notes: Sequence[Note], timeline: Timeline, cands: Sequence[Can
                               excerpt_scores, credit_of)
     assembler = Assembler(timeline, tokenizer, detail_after=not in_place_detail)
     text, n, kept = shrink(assembler, elements, allowance)
-    kept_by_pos = {e.pos: e for e in kept}
     spent = {"timeline": timeline.total
              - sum(timeline.item_at(e.pos).tokens for e in kept if e.in_place),  # type: ignore[union-attr]
              "raw": sum(e.tokens for e in kept if e.resolution == "raw"),
              "excerpt": sum(e.tokens for e in kept if e.resolution == "excerpt"), "pieces": 0}
-    return MemoryRender(text, n, spent, _unit_reports(notes, timeline, kept_by_pos, why),
-                        dropped=len(elements) - len(kept))
+    runs = timeline_runs(timeline)
+    rows = unit_rows(notes, runs, {e.pos: e.resolution for e in kept}, {c.pos: (c.why, c.score) for c in cands})
+    return MemoryRender(text, n, spent, rows, unit_runs=runs, dropped=len(elements) - len(kept))
 
 
 def _old_docs(notes: Sequence[Note], index: NamespaceIndex, n_docs: int) -> np.ndarray:
@@ -536,10 +538,9 @@ def piece_recovery(notes: Sequence[Note], timeline: Timeline, query_text: str, q
     counts: dict[int, int] = {}
     for e in kept:
         counts[e.pos] = counts.get(e.pos, 0) + 1
-    reports = _unit_reports(notes, timeline, {}, {})
-    for r in reports:
-        r["pieces"] = counts.get(r["position"], 0)
-    return MemoryRender(text, n, spent, reports, pieces, dropped=len(chosen) - len(kept), charged=framing.charged)
+    runs = timeline_runs(timeline)
+    return MemoryRender(text, n, spent, unit_rows(notes, runs, {}, {}, counts), pieces, unit_runs=runs,
+                        dropped=len(chosen) - len(kept), charged=framing.charged)
 
 
 def group_header(label: str) -> str:
@@ -698,20 +699,3 @@ def _best_first(hits: np.ndarray, scores: np.ndarray, k: int) -> list[int]:
         kth = np.partition(values, len(hits) - k)[len(hits) - k]
         hits = hits[values >= kth]
     return [int(d) for d in hits[np.lexsort((hits, -scores[hits]))]]
-
-
-def _unit_reports(notes: Sequence[Note], timeline: Timeline, kept: dict[int, Element],
-                  why: dict[int, Candidate]) -> list[dict[str, Any]]:
-    """One row per old unit: its resolution in this memory and, for candidates, why."""
-    out: list[dict[str, Any]] = [{"position": pos, "unit": notes[pos].unit_key, "label": notes[pos].label,
-                                  "resolution": "hidden"} for pos in range(timeline.hidden_until)]
-    for item in timeline.items:
-        res = "record" if item.level == 0 else "merged"
-        out.extend({"position": pos, "unit": notes[pos].unit_key, "label": notes[pos].label,
-                    "resolution": res} for pos in range(item.start, item.end))
-    for pos, e in kept.items():
-        out[pos]["resolution"] = e.resolution
-    for pos, c in why.items():
-        out[pos]["why"] = c.why
-        out[pos]["score"] = round(c.score, 6)
-    return out

@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from .render import Rendered
-from .replay_view import RESOLUTIONS, StepView, as_views
+from .replay_view import StepView, as_views
+from .unit_report import RESOLUTIONS
 
 PARTS = {"system + task": "#6c757d", "memory": "#7b61ff", "window": "#2a9d8f", "history": "#2a9d8f",
          "unused": "#e9ecef"}

@@ -16,11 +16,10 @@ from typing import Any
 from .host.marker import is_marked
 from .messages import Message, message_text
 from .render import Rendered
+from .unit_report import all_unit_rows
 
 #: B̄ / B when a report does not say (a pass-through report carries only the budget).
 DEFAULT_MARGIN = 0.95
-#: The resolutions a unit row can have, in the order the legend shows them.
-RESOLUTIONS = ("raw", "excerpt", "record", "merged", "hidden")
 
 
 @dataclass(frozen=True)
@@ -94,7 +93,7 @@ def _view(number: int, report: Mapping[str, Any], tokens: int, passthrough: bool
         passthrough=passthrough, cache_step="passthrough" if passthrough else str(cache.get("step", "render")),
         reused_prefix=int(cache.get("reused_prefix_tokens") or 0),
         split=budget_split(report, tokens, budget, passthrough),
-        units=[] if passthrough else list(report.get("units") or []),
+        units=[] if passthrough else all_unit_rows(report),
         window_units=0 if passthrough else int(report.get("window_units") or 0),
         messages=messages, facts=facts)
 

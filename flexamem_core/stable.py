@@ -37,6 +37,7 @@ from .recovery import MEMORY_CLOSE, Element, candidates, excerpt_scores, fit_or_
 from .render import PER_MESSAGE, Layout, Rendered, count_messages, memory_message, message_tokens
 from .sendable_request import enforce_part
 from .timeline import record_line
+from .unit_report import add_run, count_resolutions
 
 if TYPE_CHECKING:
     from .memory import FlexAMem, _Namespace, _Synced
@@ -183,11 +184,13 @@ def extend_memory(mem: FlexAMem, space: _Namespace, sent: SentRequest, layout: L
         return None
     window = part.messages
     pinned = [sendable(m) for m in mem._pinned_turn(space, n_old, window)]
-    rows = list(sent.report.get("units", []))
-    rows.extend({"position": pos, "unit": units[pos].key, "label": index.note(units[pos].key).label,
-                 "resolution": "record", "why": "left the window"} for pos in range(start, n_old))
+    rows = {int(r["position"]): r for r in sent.report.get("units", [])}
+    rows.update((pos, {"position": pos, "unit": units[pos].key, "label": index.note(units[pos].key).label,
+                       "resolution": "record", "why": "left the window"}) for pos in range(start, n_old))
+    runs = [list(r) for r in sent.report.get("unit_runs", [])]
+    add_run(runs, start, n_old, "record")
     base = count_messages([*fixed, *pinned, *window], tk, extra_tokens) + PER_MESSAGE
-    details, auto = _fresh_detail(mem, space, cfg, layout, all_units[n_old:], units[:n_old], rows,
+    details, auto = _fresh_detail(mem, space, cfg, layout, all_units[n_old:], units[:n_old], list(rows.values()),
                                   min(limit - base - mem_tokens, mem_cap - mem_tokens))
     head += "".join(f"{line}\n" for line in lines)
     while True:
@@ -200,13 +203,17 @@ def extend_memory(mem: FlexAMem, space: _Namespace, sent: SentRequest, layout: L
     if tokens > b_bar:
         return None
     for e in details:
-        rows[e.pos] = {**rows[e.pos], "resolution": e.resolution, "why": "recovered when the memory grew"}
+        key = units[e.pos].key
+        rows[e.pos] = {**(rows.get(e.pos) or {"position": e.pos, "unit": key, "label": index.note(key).label}),
+                       "resolution": e.resolution, "why": "recovered when the memory grew"}
+    unit_list = [rows[pos] for pos in sorted(rows)]
     report = {**sent.report, "total_tokens": tokens, "llm_calls": 0, "old_units": n_old,
               "window_units": len(all_units) - n_old, "window_messages": len(window),
               "window_tokens": count_messages([*pinned, *window], tk) - 3, "memory_tokens": tk.count(text),
               # the allowance stays the one of the render this memory grew from
               "unused_allowance": max(0, sent.report.get("allowance", 0) - tk.count(text)),
-              "units": rows, "cache": {"step": "extend", "extended_units": n_old - start,
+              "units": unit_list, "unit_runs": runs, "resolutions": count_resolutions(runs, unit_list),
+              "cache": {"step": "extend", "extended_units": n_old - start,
                                        "recovered_units": len(details)}}
     if auto is not None:
         report["auto"] = {**auto, "kept": len(details)}

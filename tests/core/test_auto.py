@@ -200,7 +200,8 @@ def test_an_agent_step_matching_one_old_unit_gets_it_back(embedder, tokenizer):
     planned = next(p for p in auto["planned"] if p["position"] == pos)
     assert planned["why"] == "concentrated match" and planned["planned"] == "raw"
     assert planned["tokens"] <= RULE.detail_share * r.report["reference_allowance"]
-    unit = r.report["units"][pos]
+    unit = next(u for u in r.report["units"] if u["position"] == pos)
+    assert unit["pieces"] > 0
     assert r.report["pieces"][0]["unit"] == unit["unit"], "shown first"
     raw = mem_raw(r, unit["unit"])
     assert raw in r.memory_text, "whole and verbatim"

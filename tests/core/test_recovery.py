@@ -62,7 +62,7 @@ def test_an_identifier_from_an_early_output_is_brought_back(rendered):
     pos = token_unit(mem)
     note = mem.store.notes("default")[pos]
     assert TOKEN not in note.record, "the record alone does not carry it: only recovery can"
-    row = r.report["units"][pos]
+    row = next(u for u in r.report["units"] if u["position"] == pos)
     assert row["resolution"] in ("raw", "excerpt")
     assert f"auth_token = {TOKEN}" in r.memory_text
     assert r.report["spent"]["raw"] + r.report["spent"]["excerpt"] > 0
@@ -74,7 +74,7 @@ def test_a_tight_budget_brings_the_identifier_back_as_an_excerpt(budget, embedde
     r = mem.render(agent_history())
     assert r.tokens <= int(budget * 0.95)
     pos = token_unit(mem)
-    row = r.report["units"][pos]
+    row = next(u for u in r.report["units"] if u["position"] == pos)
     # Reached as a seed, or first as the best lexical match of the newest user message (the
     # default config takes user messages for human turns: pin_user_turn).
     assert row["why"] in ("seed", "focus match") and row["resolution"] == "excerpt"  # its raw text is too long
@@ -110,7 +110,7 @@ def test_the_report_says_why_each_unit_was_reached(fused, embedder, tokenizer):
     newest = pack_units(layout.body, "agent", tokenizer, cfg.agent_unit_tokens)[-1].raw
     q = normalize(embedder.embed([layout.task[0].text, newest]).sum(axis=0))
     rows = r.report["units"]
-    notes = mem.store.notes("default")[: len(rows)]  # the old units (the newest are in the window)
+    notes = mem.store.notes("default")[: r.report["old_units"]]  # the newest units are in the window
     c = np.array([float(n.embedding @ q) for n in notes])
     if fused:
         index = mem._space("default").index
@@ -262,7 +262,8 @@ def test_forget_removes_a_units_text_from_later_renders(embedder, tokenizer):
     assert "31-07-22" not in after.memory_text
     assert key not in {row["unit"] for row in after.report["units"]}
     # The other units, older and newer, are still there.
-    assert len(after.report["units"]) == len(TOPICS) - 1
+    assert after.report["old_units"] == len(TOPICS) - 1
+    assert key not in {n.unit_key for n in mem.store.notes("default")}
     assert "sourdough" in mem.render_question("How did the sourdough bread baking go?").memory_text
     assert mem.forget("default", key) == 0
 

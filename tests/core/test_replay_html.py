@@ -8,6 +8,7 @@ when Chromium is missing and run under ``CI=true`` (``.ci/run`` installs it).
 from __future__ import annotations
 
 import re
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -56,7 +57,10 @@ def test_the_page_is_self_contained_and_shows_every_part(tokenizer, hashing_embe
         if not r.passthrough:
             assert set(view.split) == {"system + task", "memory", "window", "unused"}
             assert view.split["memory"] == r.report["memory_tokens"]
-            assert [u["resolution"] for u in view.units] == [u["resolution"] for u in r.report["units"]]
+            assert len(view.units) == r.report["old_units"]
+            counts = Counter(u["resolution"] for u in view.units)
+            assert counts == Counter({k: n for k, n in r.report["resolutions"].items() if n})
+            assert all(view.units[u["position"]] == u for u in r.report["units"])
         assert [m.text for m in view.messages] == [message_text(m) for m in r.messages]
         assert sum(m.memory for m in view.messages) == (r.memory_text is not None)
 

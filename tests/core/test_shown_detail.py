@@ -191,7 +191,7 @@ def test_a_big_newest_unit_leaves_the_memory_half_its_room(hashing_embedder, tok
                      tokenizer=tokenizer).render(history)
     rep = fresh.report
     assert rep["window_tokens"] > 4000 / 4 and rep["old_units"] > 10  # the newest unit is over its share
-    assert not [u for u in rep["units"] if u["resolution"] == "hidden"]
+    assert rep["resolutions"]["hidden"] == 0
     assert rep["memory_tokens"] >= rep["allowance"] / 2
     assert rep["unused_allowance"] == rep["allowance"] - rep["memory_tokens"]
     mem = FlexAMem(FlexAMemConfig(budget=4000, mode=mode), embedder=hashing_embedder, tokenizer=tokenizer)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -11,6 +12,7 @@ from hypothesis import strategies as st
 from flexamem_core import FlexAMem, FlexAMemConfig, LLMRecordWriter, RuleRecordWriter
 from flexamem_core.index import NamespaceIndex
 from flexamem_core.timeline import Timeline
+from flexamem_core.unit_report import all_unit_rows
 
 
 def history(n_steps: int) -> list[dict]:
@@ -161,10 +163,11 @@ def test_timeline_is_append_only_as_the_history_grows(recovery, tokenizer, hashi
     assert kept >= 5, "most calls keep the timeline's prefix"
 
 
-def test_report_rows_are_one_per_old_unit_fresh_in_every_report(tokenizer, hashing_embedder):
-    """The rows a per-call render reports are copies of rows kept per resolution: one per old
-    unit, in order, with its key and label, and a row changed by the caller does not show up
-    in the next report."""
+def test_report_rows_cost_what_the_call_did_and_are_fresh_in_every_report(tokenizer, hashing_embedder):
+    """A per-call render reports rows only for the units it did something with, and the old
+    units as runs of the timeline: the runs cover every old unit once, in order, and agree
+    with the rows and the counts; a row changed by the caller does not show up in the next
+    report."""
     from flexamem_core.bench import synthetic_history
 
     mem = FlexAMem(FlexAMemConfig(agent_unit_tokens=120, budget=2500, cache_stable=False),
@@ -172,11 +175,23 @@ def test_report_rows_are_one_per_old_unit_fresh_in_every_report(tokenizer, hashi
     history = synthetic_history(150)
     first = mem.render(history[:900])
     index = mem._space("default").index
-    rows = first.report["units"]
-    old = first.report["old_units"]
-    assert [r["position"] for r in rows] == list(range(old)) and old > 50
-    assert [(r["unit"], r["label"]) for r in rows] == [(n.unit_key, n.label) for n in index.notes[:old]]
-    assert {r["resolution"] for r in rows} & {"record", "merged", "hidden"}
+    rep = first.report
+    old = rep["old_units"]
+    assert old > 50
+    runs = rep["unit_runs"]
+    assert runs[0][0] == 0 and runs[-1][1] == old and all(a[1] == b[0] for a, b in zip(runs, runs[1:]))
+    assert all(a[2] != b[2] for a, b in zip(runs, runs[1:])), "adjacent runs of one resolution are joined"
+    assert len(runs) <= first.memory_text.count("\n"), "at most a run per line of the memory"
+    rows = rep["units"]
+    assert 0 < len(rows) < old / 4, "rows only for what the call did"
+    assert all("why" in r or r["resolution"] in ("raw", "excerpt") or r.get("pieces") for r in rows)
+    assert [(r["unit"], r["label"]) for r in rows] == [(index.notes[r["position"]].unit_key,
+                                                        index.notes[r["position"]].label) for r in rows]
+    assert sum(rep["resolutions"].values()) == old
+    assert rep["resolutions"]["raw"] + rep["resolutions"]["excerpt"] == \
+        sum(r["resolution"] in ("raw", "excerpt") for r in rows)
+    expanded = all_unit_rows(rep)
+    assert Counter(r["resolution"] for r in expanded) == Counter({k: n for k, n in rep["resolutions"].items() if n})
     for r in rows:
         r["resolution"] = "changed by the caller"
         r["extra"] = 1
@@ -184,4 +199,4 @@ def test_report_rows_are_one_per_old_unit_fresh_in_every_report(tokenizer, hashi
     assert "changed by the caller" not in {r["resolution"] for r in again.report["units"]}
     assert all("extra" not in r for r in again.report["units"])
     later = mem.render(history)
-    assert [r["unit"] for r in later.report["units"]] == [n.unit_key for n in index.notes[:later.report["old_units"]]]
+    assert later.report["unit_runs"][-1][1] == later.report["old_units"] > old

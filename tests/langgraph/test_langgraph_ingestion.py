@@ -47,6 +47,12 @@ def _agent(lg: SimpleNamespace, model: Any, mem: FlexAMem, outcomes: list, check
                         middleware=[FlexAMemMiddleware(mem, on_render=outcomes.append)])
 
 
+def _old_keys(mem: FlexAMem, ns: str, report: dict[str, Any]) -> set[str]:
+    """Keys of the old units the namespace's last render covered (its matched chain's first
+    ``old_units``; the report itself lists only the units it did something with)."""
+    return {u.key for u in mem._space(ns).units[:report["old_units"]]}
+
+
 def _chain(mem: FlexAMem, ns: str) -> set[str]:
     """Unit keys on the chain ending at the newest written unit."""
     parents = mem.store.parents(ns)
@@ -94,7 +100,7 @@ def test_edit_and_rewrite_keep_ingestion_correct_and_idempotent(lg: SimpleNamesp
     assert first_forked.parent is None and "EDITED" in first_forked.raw
     last = outcomes[-1]
     assert not last.rendered.passthrough
-    shown = {u["unit"] for u in last.report["units"]}
+    shown = _old_keys(mem, ns, last.report)
     assert first_unit not in shown and shown <= _chain(mem, ns)
     assert forked[0] in shown, "the timeline shows the edited unit in place of the old one"
     state_core = to_core(state).messages
@@ -112,7 +118,7 @@ def test_edit_and_rewrite_keep_ingestion_correct_and_idempotent(lg: SimpleNamesp
     assert outcomes[0].rendered.passthrough and outcomes[0].messages[:2] == rewritten
     last = outcomes[-1]
     assert not last.rendered.passthrough, "the new chain outgrew the budget again"
-    shown = {u["unit"] for u in last.report["units"]}
+    shown = _old_keys(mem, ns, last.report)
     assert shown and shown.isdisjoint(keys_before_rewrite), "only the rewritten history is rendered"
     assert "orion/config/db.yaml" not in last.rendered.memory_text
     assert keys_before_rewrite <= set(mem.store.parents(ns)), "old units are kept"
@@ -156,7 +162,7 @@ def test_memory_persists_with_the_graph_across_a_restart(lg: SimpleNamespace, lg
         assert after[:len(stored)] == stored and len(set(after)) == len(after), "no unit written twice"
         memory = outcomes[-1].rendered.memory_text
         assert memory is not None and memory.startswith("<memory>")
-        assert set(stored) <= {u["unit"] for u in outcomes[-1].report["units"]}, \
+        assert set(stored) <= _old_keys(mem, "restart", outcomes[-1].report), \
             "the render after the restart knows every unit written before it"
         lg.check_structure(model.received[-1])
         assert mem.ingest(to_core(state).messages, namespace="restart") <= 1
