@@ -33,23 +33,24 @@ planned and why.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .bm25 import content_words
 from .config import FlexAMemConfig
 from .fusion import fused_over
 from .index import NamespaceIndex
 from .recovery import (
     Candidate,
     MemoryRender,
+    best_first,
     candidates,
     excerpt_scores,
     focus_first,
     piece_recovery,
+    positions,
     unit_recovery,
 )
 from .schema import Note
@@ -116,9 +117,9 @@ class Plan:
     report: dict[str, Any] = field(default_factory=dict)
 
 
-def _positions(notes: Sequence[Note], index: NamespaceIndex) -> tuple[np.ndarray, dict[str, int]]:
+def _positions(notes: Sequence[Note], index: NamespaceIndex) -> tuple[np.ndarray, Mapping[str, int]]:
     """The piece documents of the old units, and each old unit's position."""
-    pos_of = {nt.unit_key: p for p, nt in enumerate(notes)}
+    pos_of = positions(notes, index)
     if notes and index.is_prefix(notes[0].unit_key, notes[-1].unit_key, len(notes)):
         last = index.unit_docs.get(notes[-1].unit_key)
         end = last.stop if last is not None else 0
@@ -135,7 +136,7 @@ def signals(notes: Sequence[Note], index: NamespaceIndex, words_text: str, words
     The ranking is the one piece recovery uses (BM25 fused with the stored piece cosines),
     so a better ranking (a new fusion) sharpens the signals without changing the rule."""
     rule = rule or RULE
-    words = content_words(words_text)
+    words = index.bm25.query_terms(words_text, cfg.query_terms)
     docs, pos_of = _positions(notes, index)
     if len(docs) == 0 or not words:
         return Signals(words_from, len(words), 0, 0.0, None, 0)
@@ -147,7 +148,8 @@ def signals(notes: Sequence[Note], index: NamespaceIndex, words_text: str, words
     else:
         ranked = fused_over(docs, bm25, q_vec, index.piece_cosines, cfg, len(bm25))[docs]
     k = min(rule.top_pieces, len(docs))
-    top = np.lexsort((docs, -ranked))[:k]
+    # the k best pieces, ties by document (docs ascend)
+    top = np.asarray(best_first(np.arange(len(docs)), ranked, k)[:k] if k else [], dtype=np.int64)
     top = top[ranked[top] > 0]
     if len(top) == 0:
         return Signals(words_from, len(words), matched, 0.0, None, 0)
@@ -248,7 +250,7 @@ def agent_candidates(notes: Sequence[Note], index: NamespaceIndex, cfg: FlexAMem
         rows.append({"position": pos, "why": why, "planned": res, "tokens": cost})
 
     if focus:
-        found = focus_first([], notes, index, content_words(focus))
+        found = focus_first([], notes, index, index.bm25.query_terms(focus, cfg.query_terms))
         if found:
             plan(found[0].pos, "focus match", 1.0)
     if sig.best_unit is not None and sig.concentration >= rule.step_concentration:

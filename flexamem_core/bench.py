@@ -5,7 +5,8 @@ re-tokenizing the whole history once, which is what a memory that rescans the hi
 on every call would pay at least, and one rank-bm25 query over the same pieces. Query
 embedding is timed separately from rendering; each mode is timed with the paper's render
 on every call and with the default cache-stable request, with the garbage-collection
-pauses that fell inside the renders and the most texts one render embedded.
+pauses that fell inside the renders and the most texts one render embedded, for the
+automatic mode (the default) and the unit and piece modes.
 Building 10,000 units with the neural embedder would take most of an hour on 2 cores,
 so the large stores are written with the model-free hashing embedder and the real
 model's cost per unit is measured on a sample and reported on its own line.
@@ -178,7 +179,7 @@ def measure(size: int, renders: int, budget: int, embedder: Embedder, store_url:
     bm25_ms = _rank_bm25_ms(mem, namespace, history[cut].text + history[cut + 1].text) if units <= 20_000 else None
     if bm25_ms is not None:
         rows.append({"units": units, "metric": "baseline_rank_bm25_query_ms", "value": bm25_ms})
-    for mode in ("unit", "piece"):
+    for mode in ("auto", "unit", "piece"):  # auto: the default of every adapter
         for stable in (False, True):
             cfg = FlexAMemConfig(budget=budget, mode=mode, cache_stable=stable)
             m = FlexAMem(cfg, store=mem.store, tokenizer=tk, embedder=timed)

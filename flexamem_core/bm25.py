@@ -196,6 +196,24 @@ class BM25Index:
                 p.pending_tfs.append(tf)
         return range(start, len(self))
 
+    def query_terms(self, text: str, limit: int | None = None) -> set[str]:
+        """The query form of ``text`` for this index: its content words, or with ``limit`` and
+        more distinct words than that, the ``limit`` with the highest idf here (ties by term;
+        a word no document has is left out: it cannot score).
+
+        A long text as the query (an agent's whole newest step) is what Lucene's MoreLikeThis
+        bounds the same way (``maxQueryTerms``, 25 by default). It ranks a text's words by
+        tf x idf; here BM25 scores the query as a set of words, so a word weighs its idf in
+        every score it enters, and the rarest are the ones that move a ranking. The words
+        every output repeats (paths, ``py``, ``self``) have postings over most pieces and a
+        near-zero idf: kept, they were most of a query's cost, which grew with the store.
+        """
+        words = set(terms(text))
+        if limit is None or len(words) <= limit:
+            return words
+        idf = {t: self.idf(t) for t in words if self._term(t) is not None}
+        return set(sorted(idf, key=lambda t: (-idf[t], t))[:limit])
+
     def idf(self, term: str) -> float:
         p = self._term(term)
         n = len(p) if p is not None else 0

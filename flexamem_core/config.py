@@ -42,6 +42,10 @@ class FlexAMemConfig(BaseModel):
     timeline_share: float = Field(0.25, ge=0, le=1, description="rho")
     bm25_k1: float = Field(1.2, ge=0)
     bm25_b: float = Field(0.75, ge=0, le=1)
+    query_terms: int | None = Field(25, ge=1, description="BM25: a query text with more distinct content "
+                                    "words keeps only this many, those with the highest idf (a long text "
+                                    "as the query, bounded as Lucene's MoreLikeThis bounds it with "
+                                    "maxQueryTerms, 25); None: all")
     piece_vectors: bool | None = Field(None, description="embed every piece once when its unit is "
                                         "written (in the unit's batch) for the dense half of evidence "
                                         "selection; False: pieces use their unit's note vector (cheaper "

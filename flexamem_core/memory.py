@@ -21,7 +21,6 @@ from typing import Any
 import numpy as np
 
 from .auto import auto_plan
-from .bm25 import content_words
 from .config import FlexAMemConfig
 from .embeddings import default_embedder, normalize
 from .grown import MessagesView, grow_copy
@@ -736,7 +735,7 @@ class FlexAMem:
             cands = candidates(q_vec, notes, index, cfg, piece_query) if cfg.recovery else []
             focus = self._focus(cfg, window_units, query) if cfg.history == "agent" and not layout.current else ""
             if cands and focus and not cfg.random_candidates:  # what was asked: its best match first
-                cands = focus_first(cands, notes, index, content_words(focus))
+                cands = focus_first(cands, notes, index, index.bm25.query_terms(focus, cfg.query_terms))
             d = sum(max(0, n.raw_tokens - n.record_tokens) for n in (notes[c.pos] for c in cands))
             target = max(cfg.timeline_share * size_mem, size_mem - d)
             # the newest unit is big: the oldest records make room for recovery, this call only

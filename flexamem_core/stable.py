@@ -28,7 +28,6 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from .auto import agent_candidates
-from .bm25 import content_words
 from .config import FlexAMemConfig
 from .messages import Message, quick_fingerprint, same_prefix
 from .properties import apply_properties, sendable
@@ -251,5 +250,5 @@ def _fresh_detail(mem: FlexAMem, space: _Namespace, cfg: FlexAMemConfig, layout:
         cands = [c for c in candidates(q_vec, notes, index, cfg, piece_query) if c.pos not in shown]
     ranges = [index.unit_docs.get(notes[c.pos].unit_key, range(0)) for c in cands]
     scores = excerpt_scores(index, ranges, focus or excerpt_query, q_vec, cfg) if auto else \
-        index.bm25.scores_in(content_words(excerpt_query), ranges)
+        index.bm25.scores_in(index.bm25.query_terms(excerpt_query, cfg.query_terms), ranges)
     return fit_or_degrade(notes, cands, room, index, cfg, mem.tokenizer, scores, lambda pos: 0), report

@@ -11,7 +11,7 @@ import pytest
 from flexamem_core.bench import measure
 from flexamem_core.embeddings import HashingEmbedder
 
-SETTINGS = {"unit/per-call", "unit/stable", "piece/per-call", "piece/stable"}
+SETTINGS = {"auto/per-call", "auto/stable", "unit/per-call", "unit/stable", "piece/per-call", "piece/stable"}
 
 
 def _by_metric(rows: list[dict]) -> dict[tuple[str, str], dict]:

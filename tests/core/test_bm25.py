@@ -115,3 +115,34 @@ def test_stop_words_are_scikit_learns_read_without_importing_it():
              "assert 'sklearn' not in sys.modules, 'scikit-learn was imported'")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
+
+
+@PROPS
+@given(docs=corpus, query=st.lists(st.sampled_from(VOCAB), min_size=0, max_size=60).map(" ".join),
+       limit=st.integers(1, 8))
+def test_a_long_query_keeps_its_terms_with_the_highest_tf_idf(docs, query, limit):
+    """``query_terms``: all content words when they are few; else the ``limit`` indexed terms
+    with the highest idf, ties by term; a term no document has never."""
+    index = BM25Index()
+    index.add(docs)
+    assert index.query_terms(query) == content_words(query)
+    kept = index.query_terms(query, limit)
+    words = terms(query)
+    if len(set(words)) <= limit:
+        assert kept == set(words)
+        return
+    df = {t: sum(t in set(terms(d)) for d in docs) for t in set(words)}
+    idf = {t: math.log(1 + (len(docs) - n + 0.5) / (n + 0.5)) for t, n in df.items() if n}
+    expected = sorted(idf, key=lambda t: (-idf[t], t))[:limit]
+    assert kept == set(expected)
+    assert len(kept) == min(limit, len(idf))
+
+
+def test_a_long_query_keeps_the_rare_identifier_and_drops_the_words_every_piece_has():
+    index = BM25Index()
+    index.add([f"src/app.py line {i} value {i % 7}" for i in range(200)] + ["src/app.py ALPHA_TOKEN zebra-42"])
+    step = " ".join(f"src/app.py line value {i % 7}" for i in range(50)) + " ALPHA_TOKEN zebra 42"
+    kept = index.query_terms(step, 3)
+    assert {"alpha_token", "zebra"} <= kept and not {"src", "app", "py"} & kept
+    top = index.search(" ".join(kept), top=1)
+    assert top and top[0][0] == 200
