@@ -143,10 +143,7 @@ def signals(notes: Sequence[Note], index: NamespaceIndex, words_text: str, words
     bm25 = index.bm25.scores(words)
     lexical = bm25[docs]
     matched = int(np.count_nonzero(lexical > 0))
-    if cfg.fusion == "bm25":
-        ranked = lexical
-    else:
-        ranked = fused_over(docs, bm25, q_vec, index.piece_cosines, cfg, len(bm25))[docs]
+    ranked = lexical if cfg.fusion == "bm25" else fused_over(docs, bm25, q_vec, index, cfg, len(bm25))[docs]
     k = min(rule.top_pieces, len(docs))
     # the k best pieces, ties by document (docs ascend)
     top = np.asarray(best_first(np.arange(len(docs)), ranked, k)[:k] if k else [], dtype=np.int64)

@@ -16,6 +16,8 @@ All are deterministic: equal values rank by document number.
 
 from __future__ import annotations
 
+from typing import Protocol
+
 import numpy as np
 
 from .config import FlexAMemConfig
@@ -55,16 +57,19 @@ def _keyed_order(keys: np.ndarray) -> np.ndarray:
     return (np.sort(packed) & np.uint64(0xFFFFFFFF)).astype(np.int64)
 
 
-def fuse(bm25: np.ndarray, cosine: np.ndarray, cfg: FlexAMemConfig) -> np.ndarray:
+def fuse(bm25: np.ndarray, cosine: np.ndarray, cfg: FlexAMemConfig, cosine_ranks: np.ndarray | None = None
+         ) -> np.ndarray:
     """Fused scores of the pieces whose BM25 scores and cosines are given (aligned arrays):
-    positive for every piece under ``rrf`` and ``blend``; under ``bm25``, the BM25 scores."""
+    positive for every piece under ``rrf`` and ``blend``; under ``bm25``, the BM25 scores.
+    ``cosine_ranks``: ``ranks(cosine)`` when the caller has them."""
     bm25 = np.asarray(bm25, dtype=np.float64)
     if cfg.fusion == "bm25" or len(bm25) == 0:
         return bm25.copy()
     w = cfg.fusion_weight
     lexical = bm25 > 0
     if cfg.fusion == "rrf":
-        out = w / (cfg.fusion_k + ranks(np.asarray(cosine)))  # float32 cosines rank fastest as they are
+        rc = ranks(np.asarray(cosine)) if cosine_ranks is None else cosine_ranks  # float32 ranks fastest as is
+        out = w / (cfg.fusion_k + rc)
         if lexical.any():  # the matching pieces rank first, so ranking them alone gives the same ranks
             out[lexical] += (1.0 - w) / (cfg.fusion_k + ranks(bm25[lexical]))
         return out
@@ -76,14 +81,25 @@ def fuse(bm25: np.ndarray, cosine: np.ndarray, cfg: FlexAMemConfig) -> np.ndarra
     return (1.0 - w) * lex + w * dense + 1e-12  # + epsilon: every considered piece is positive
 
 
-def fused_over(docs: np.ndarray, bm25_all: np.ndarray, q_vec: np.ndarray, piece_cosines, cfg: FlexAMemConfig,
-               n_docs: int) -> np.ndarray:
-    """Dense array over all ``n_docs`` documents: the fused score of each of ``docs``, 0 elsewhere.
+class PieceCosines(Protocol):
+    """What :func:`fused_over` reads of an index (``NamespaceIndex``): the stored-vector
+    cosines of piece documents and their ranks."""
 
-    ``piece_cosines(docs, q_vec)`` gives the stored-vector cosines (``NamespaceIndex``)."""
+    def piece_cosines(self, docs: np.ndarray, q_vec: np.ndarray) -> np.ndarray: ...
+
+    def piece_cosine_ranks(self, docs: np.ndarray, q_vec: np.ndarray) -> np.ndarray: ...
+
+
+def fused_over(docs: np.ndarray, bm25_all: np.ndarray, q_vec: np.ndarray, index: PieceCosines,
+               cfg: FlexAMemConfig, n_docs: int) -> np.ndarray:
+    """Dense array over all ``n_docs`` documents: the fused score of each of ``docs``, 0 elsewhere."""
     out = np.zeros(n_docs, dtype=np.float64)
     if len(docs) == 0:
         return out
-    cos = piece_cosines(docs, q_vec) if cfg.fusion != "bm25" else np.zeros(len(docs))
-    out[docs] = fuse(bm25_all[docs], cos, cfg)
+    if cfg.fusion == "bm25":
+        out[docs] = fuse(bm25_all[docs], np.zeros(len(docs)), cfg)
+    elif cfg.fusion == "rrf":
+        out[docs] = fuse(bm25_all[docs], np.zeros(0), cfg, index.piece_cosine_ranks(docs, q_vec))
+    else:
+        out[docs] = fuse(bm25_all[docs], index.piece_cosines(docs, q_vec), cfg)
     return out

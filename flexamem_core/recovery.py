@@ -152,7 +152,7 @@ def _best_piece_scores(notes: Sequence[Note], rows: np.ndarray, index: Namespace
     docs = np.flatnonzero(_old_docs(notes, index, n_docs))
     if len(docs) == 0:
         return best
-    fused = fused_over(docs, bm25, q_vec, index.piece_cosines, cfg, n_docs)
+    fused = fused_over(docs, bm25, q_vec, index, cfg, n_docs)
     to_old = np.full(len(index.notes), -1, dtype=np.int64)
     to_old[rows] = np.arange(len(notes))
     owner = to_old[index.doc_note_array()[docs]]
@@ -186,7 +186,7 @@ def excerpt_scores(index: NamespaceIndex, ranges: Sequence[range], query_text: s
         return bm25
     docs = np.unique(np.concatenate([np.arange(r.start, r.stop) for r in ranges if len(r)] or
                                     [np.zeros(0, dtype=np.int64)])).astype(np.int64)
-    return fused_over(docs, bm25, q_vec, index.piece_cosines, cfg, len(bm25))
+    return fused_over(docs, bm25, q_vec, index, cfg, len(bm25))
 
 
 def focus_first(cands: Sequence[Candidate], notes: Sequence[Note], index: NamespaceIndex,
@@ -468,7 +468,7 @@ def piece_recovery(notes: Sequence[Note], timeline: Timeline, query_text: str, q
         hits = np.flatnonzero((bm25 > 0) & old)
     else:
         hits = np.flatnonzero(old)
-        scores = fused_over(hits, bm25, q_vec, index.piece_cosines, cfg, len(bm25))
+        scores = fused_over(hits, bm25, q_vec, index, cfg, len(bm25))
     tokens = index.doc_tokens_array()
     pos_of = positions(notes, index)
     cache: dict[str, list[Piece]] = {}

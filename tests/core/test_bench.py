@@ -26,8 +26,10 @@ def test_bench_times_every_setting_and_reopens(store, tmp_path):
     assert {r["mode"] for r in rows if "mode" in r} == SETTINGS
     for mode in SETTINGS:
         assert got[(mode, "render_ms_p95")]["value"] >= got[(mode, "render_ms_p50")]["value"] > 0
-        # a render embeds its query (task and newest unit) and nothing else
-        assert 0 < got[(mode, "max_texts_embedded_per_render")]["value"] <= 2
+        # a render embeds its query (task and newest unit) and nothing else; a cache-stable
+        # call that appends, or extends with no room for detail, embeds nothing
+        assert got[(mode, "max_texts_embedded_per_render")]["value"] <= 2
+        assert got[(mode, "max_texts_embedded_per_render")]["value"] > 0 or mode.endswith("/stable")
     assert got[("unit/stable", "appended_share")]["value"] > 0  # the cache-stable calls append
     assert got[("", "open_and_first_render_ms")]["value"] > 0
     assert all(r["store"] == store for r in rows)

@@ -4,7 +4,8 @@ against the definition (a stable argsort of the negated values) on values full o
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import given, settings
+import pytest
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
@@ -38,3 +39,48 @@ def test_ranks_of_many_cosines_with_ties():
     cos[::5] = cos[1]  # a fifth tied
     np.testing.assert_array_equal(ranks(cos), _definition(cos))
     np.testing.assert_array_equal(ranks(cos.astype(np.float64) * 7), _definition(cos.astype(np.float64) * 7))
+
+
+@pytest.fixture(scope="module")
+def indexes(hashing_embedder, tokenizer):
+    """An agent index (pieces take their note's vector) and a reader index (pieces embedded)."""
+    from flexamem_core import FlexAMem, FlexAMemConfig
+    from flexamem_core.bench import synthetic_history
+
+    agent = FlexAMem(FlexAMemConfig(agent_unit_tokens=300), tokenizer=tokenizer,
+                     embedder=hashing_embedder)
+    agent.ingest(synthetic_history(60), final=True)
+    reader = FlexAMem(FlexAMemConfig(history="reader", reader_unit_tokens=300, piece_vectors=True),
+                      tokenizer=tokenizer, embedder=hashing_embedder)
+    turns = [{"role": "user" if i % 2 == 0 else "assistant",
+              "content": f"turn {i}: the {['garden', 'kettle', 'invoice'][i % 3]} again, line {i % 4}"}
+             for i in range(300)]
+    reader.ingest(turns, final=True)
+    return [agent._space("default").index, reader._space("default").index]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(which=st.integers(0, 1), seed=st.integers(0, 2**32 - 1), kind=st.sampled_from(["prefix", "subset", "shuffled"]))
+def test_piece_cosine_ranks_are_the_ranks_of_the_piece_cosines(indexes, hashing_embedder, which, seed, kind):
+    """The note-ranked shortcut, the kept ranking and the plain one all give ``ranks`` of the
+    cosines: any query, the old units' prefix, a subset, docs in any order; asked twice,
+    the same array (kept), and a new query is ranked afresh."""
+    index = indexes[which]
+    rng = np.random.default_rng(seed)
+    n = len(index.doc_unit)
+    q = hashing_embedder.embed([f"garden invoice config value {seed % 97}"])[0]
+    if rng.random() < 0.3:
+        q = -q  # another order
+    if kind == "prefix":
+        docs = np.arange(int(rng.integers(1, n + 1)))
+    elif kind == "subset":
+        docs = np.sort(rng.choice(n, size=int(rng.integers(1, n + 1)), replace=False))
+    else:
+        docs = rng.permutation(n)[: int(rng.integers(1, n + 1))]
+    got = index.piece_cosine_ranks(docs, q)
+    np.testing.assert_array_equal(got, _definition(index.piece_cosines(docs, q)))
+    assert index.piece_cosine_ranks(docs.copy(), q) is got or 8 * len(docs) <= n
+
+
+def test_the_agent_index_ranks_by_notes(indexes):
+    assert indexes[0].own_piece_vectors == 0 and indexes[1].own_piece_vectors == len(indexes[1].doc_unit)
