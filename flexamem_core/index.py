@@ -381,6 +381,13 @@ class NamespaceIndex:
             return self.notes[:len(keys)]
         return [self.note(k) for k in keys]
 
+    def notes_of_units(self, units: Sequence[Any]) -> Sequence[Note]:
+        """The notes of a chain of units (anything with a ``key``): a slice in the usual
+        prefix case, found without listing every key."""
+        if units and self.is_prefix(units[0].key, units[-1].key, len(units)):
+            return self.notes[:len(units)]
+        return [self.note(u.key) for u in units]
+
     def nearest(self, vec: np.ndarray, k: int) -> list[str]:
         """Keys of the ``k`` notes with the highest cosine to ``vec`` (ties: earlier first)."""
         if k <= 0 or self._n == 0:

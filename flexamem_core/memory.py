@@ -79,6 +79,33 @@ from .warm import catch_up, warm_embedder, warm_in_background
 from .writers import RuleRecordWriter
 
 
+class _Chained(Sequence[Unit | PackedUnit]):
+    """The stored units followed by the open one, if any, without copying the stored list."""
+
+    def __init__(self, units: Sequence[Unit], tail: PackedUnit | None) -> None:
+        self.units, self.tail = units, tail
+
+    def __len__(self) -> int:
+        return len(self.units) + (self.tail is not None)
+
+    def __getitem__(self, i):  # type: ignore[no-untyped-def,override]
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self)
+        if self.tail is not None and i == len(self.units):
+            return self.tail
+        return self.units[i]
+
+    def newest(self, n: int) -> list[Unit | PackedUnit]:
+        """The newest ``n`` units, oldest first."""
+        if n <= 0:
+            return []
+        if self.tail is None:
+            return list(self.units[len(self.units) - n:])
+        return [*self.units[len(self.units) - n + 1:], self.tail]
+
+
 def _newest_sizes(units: Sequence[Unit | PackedUnit], tk: Tokenizer, limit: float) -> list[int]:
     """Token sizes of the newest units, oldest first, only as far back as the window can reach."""
     sizes: list[int] = []
@@ -522,11 +549,12 @@ class FlexAMem:
         # Recent window (agents): the longest run of newest units within window_share * B.
         window_units: list[Unit | PackedUnit] = []
         if kind == "agent":
-            all_units: list[Unit | PackedUnit] = [*units, *([tail] if tail else [])]
+            # the stored units, then the open one (packed, not stored): only the newest are walked
+            all_units = _Chained(units, tail)
             n_win = recent_window(_newest_sizes(all_units, tk, cfg.window_share * cfg.budget),
-                                  cfg.window_share * cfg.budget) if all_units else 0
-            window_units = all_units[len(all_units) - n_win:]
-            old = [u for u in all_units[: len(all_units) - n_win] if isinstance(u, Unit)]
+                                  cfg.window_share * cfg.budget) if len(all_units) else 0
+            window_units = all_units.newest(n_win)
+            old = units[: len(all_units) - n_win]
         else:
             # A chat's open unit (the previous exchange) is its recent window, whatever its size:
             # the newest turns stay verbatim (cut in the middle only if they alone are over);
@@ -562,7 +590,7 @@ class FlexAMem:
         ref_allowance = b_bar - fixed_tokens - int(cfg.window_share * cfg.budget) - PER_MESSAGE \
             if kind == "agent" else allowance
         index = space.index
-        notes = index.notes_of([u.key for u in old])
+        notes = index.notes_of_units(old)
         mem = self._memory(space, cfg, notes, allowance, max(allowance, ref_allowance), layout,
                            window_units, query, stable) if notes else None
         messages = list(head)
