@@ -60,7 +60,10 @@ async def main() -> None:
     wrapped = agent.llm
     print(f"\n{len(memory.get_all())} messages stored; last call: {wrapped.last_render.tokens} tokens "
           f"(budget 2000), passthrough={wrapped.last_render.passthrough}")
-    print("recovered units:", [(u["resolution"], u["why"]) for u in wrapped.last_render.report["units"]][:5])
+    report = wrapped.last_render.report
+    print("old units by resolution:", report.get("resolutions"))
+    print("units this call did something with:",
+          [(u["label"], u["resolution"], u.get("why")) for u in report.get("units", [])][:5])
 
 
 if __name__ == "__main__":

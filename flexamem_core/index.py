@@ -149,7 +149,8 @@ class NamespaceIndex:
         #: The piece document of each of those rows.
         self._own_docs = GrowableArray(np.int64)
         self._last_cosines: tuple[np.ndarray, _Rows, int, np.ndarray] | None = None
-        self._last_ranks: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._last_ranks: tuple[np.ndarray, np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray] | None] | None \
+            = None
         self.unit_docs: dict[str, range] = {}
         self.merged: dict[str, MergedRecord] = {}
         #: Timeline items already built, keyed by (start, end, last unit key[, writer]).
@@ -477,6 +478,7 @@ class NamespaceIndex:
         last = self._last_ranks
         if last is not None and last[0] is cos_all and np.array_equal(last[1], docs):
             return last[2]
+        groups = None
         ascending = len(docs) < 2 or bool((docs[1:] > docs[:-1]).all())
         if len(docs) == 0:
             out = np.zeros(0, dtype=np.float64)
@@ -491,9 +493,23 @@ class NamespaceIndex:
             first = np.empty(len(starts), dtype=np.float64)
             first[order] = np.cumsum(counts[order]) - counts[order] + 1
             out = np.repeat(first, counts) + (np.arange(len(docs)) - np.repeat(starts, counts))
+            groups = (starts, first)
         out.setflags(write=False)
-        self._last_ranks = (cos_all, docs.copy(), out)
+        self._last_ranks = (cos_all, docs.copy(), out, groups)
         return out
+
+    def note_first_ranks(self, docs: np.ndarray, q_vec: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        """Where :meth:`piece_cosine_ranks` ranked ``docs`` by their notes: where each note's
+        run of pieces starts in ``docs`` and the rank of its first piece (the best-ranked of
+        them); None where the pieces were ranked one by one."""
+        self.piece_cosine_ranks(docs, q_vec)
+        last = self._last_ranks
+        if last is None or last[0] is not self._last_cosines_array() or not np.array_equal(last[1], docs):
+            return None
+        return last[3]
+
+    def _last_cosines_array(self) -> np.ndarray | None:
+        return self._last_cosines[3] if self._last_cosines is not None else None
 
     def _note_ranked_docs(self, docs: np.ndarray) -> bool:
         """Whether ``docs`` (ascending) all take their note's cosine (no own vector among them)."""

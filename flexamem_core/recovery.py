@@ -152,9 +152,24 @@ def _best_piece_scores(notes: Sequence[Note], rows: np.ndarray, index: Namespace
     docs = np.flatnonzero(_old_docs(notes, index, n_docs))
     if len(docs) == 0:
         return best
-    fused = fused_over(docs, bm25, q_vec, index, cfg, n_docs)
     to_old = np.full(len(index.notes), -1, dtype=np.int64)
     to_old[rows] = np.arange(len(notes))
+    groups = index.note_first_ranks(docs, q_vec) if cfg.fusion == "rrf" else None
+    if groups is not None:
+        # Ranked by their notes (agents): a note's pieces hold consecutive cosine ranks from
+        # its first, so a unit's best piece is its first or one with a lexical match. The same
+        # values as the dense fusion below, at the cost of the units and the matching pieces.
+        starts, first = groups
+        w, k = cfg.fusion_weight, cfg.fusion_k
+        best[to_old[index.doc_note_array()[docs[starts]]]] = w / (k + first)
+        lexical = bm25[docs]
+        hit = np.flatnonzero(lexical > 0)
+        if len(hit):
+            fused_hit = w / (k + index.piece_cosine_ranks(docs, q_vec)[hit])
+            fused_hit += (1.0 - w) / (k + ranks(lexical[hit]))
+            np.maximum.at(best, to_old[index.doc_note_array()[docs[hit]]], fused_hit)
+        return best
+    fused = fused_over(docs, bm25, q_vec, index, cfg, n_docs)
     owner = to_old[index.doc_note_array()[docs]]
     values = fused[docs]
     if len(owner) > 1 and bool((owner[1:] < owner[:-1]).any()):  # sorted when the old units are a prefix

@@ -84,3 +84,32 @@ def test_piece_cosine_ranks_are_the_ranks_of_the_piece_cosines(indexes, hashing_
 
 def test_the_agent_index_ranks_by_notes(indexes):
     assert indexes[0].own_piece_vectors == 0 and indexes[1].own_piece_vectors == len(indexes[1].doc_unit)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(which=st.integers(0, 1), seed=st.integers(0, 2**32 - 1), n_old=st.integers(1, 60),
+       weight=st.sampled_from([0.0, 0.3, 0.5, 1.0]))
+def test_each_units_best_piece_is_the_best_of_the_dense_fusion(indexes, hashing_embedder, which, seed, n_old,
+                                                                weight):
+    """Seeds rank units by their best fused piece. Where pieces are ranked by their notes
+    (agents), only each unit's first piece and its lexical matches are scored: the result is
+    the maximum of the dense fusion of every piece, unit by unit, to the bit."""
+    from flexamem_core import FlexAMemConfig
+    from flexamem_core.bm25 import terms
+    from flexamem_core.fusion import fuse
+    from flexamem_core.recovery import _best_piece_scores
+
+    index = indexes[which]
+    notes = index.notes[: min(n_old, len(index.notes))]
+    rng = np.random.default_rng(seed)
+    words = sorted({w for p in range(3) for w in terms(f"garden kettle invoice value config parser error {seed}")})
+    query = " ".join(rng.permutation(words)[: int(rng.integers(1, len(words) + 1))])
+    q = hashing_embedder.embed([query])[0]
+    cfg = FlexAMemConfig(fusion_weight=weight)
+    got = _best_piece_scores(notes, np.arange(len(notes)), index, query, q, cfg)
+    docs = np.arange(index.unit_docs[notes[-1].unit_key].stop)
+    bm25 = index.bm25.scores(index.bm25.query_terms(query, cfg.query_terms))[docs]
+    dense = fuse(bm25, index.piece_cosines(docs, q), cfg)
+    owner = index.doc_note_array()[docs]
+    expected = np.array([dense[owner == u].max() if (owner == u).any() else -np.inf for u in range(len(notes))])
+    np.testing.assert_array_equal(got, expected)
