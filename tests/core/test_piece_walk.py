@@ -12,10 +12,15 @@ from hypothesis import strategies as st
 from flexamem_core.recovery import MAX_MISSES, select_pieces
 
 
-def definition(hits, scores, tokens, room, cos) -> list[int]:
+def definition(hits, scores, tokens, room, cos, extra=None) -> list[int]:
+    """Every candidate in rank order, taken if it fits what is left. With ``extra`` (a
+    :class:`Framing`'s extras), priced with its framing when its own size and a newline fit,
+    and the walk ends once ``MAX_MISSES`` priced candidates in a row did not fit."""
     order = sorted((int(d) for d in hits), key=lambda d: (-scores[d], d))
-    chosen, i = [], 0
-    while i < len(order):
+    framing = Framing(extra) if extra is not None else None
+    least = 1 if framing is not None else 0
+    chosen, misses, i = [], 0, 0
+    while i < len(order) and misses < MAX_MISSES:
         j = i
         while j < len(order) and scores[order[j]] == scores[order[i]]:
             j += 1
@@ -23,11 +28,35 @@ def definition(hits, scores, tokens, room, cos) -> list[int]:
         if len(run) > 1 and sum(int(tokens[d]) for d in run) > room:
             run = sorted(run, key=lambda d: (-cos[d], d))
         for d in run:
-            if int(tokens[d]) <= room:
-                chosen.append(d)
-                room -= int(tokens[d])
+            if int(tokens[d]) + least > room:
+                continue
+            cost = int(tokens[d]) + (framing.cost(d) if framing is not None else 0)
+            if cost > room:
+                misses += 1
+                if misses >= MAX_MISSES:
+                    break
+                continue
+            misses = 0
+            chosen.append(d)
+            room -= cost
+            if framing is not None:
+                framing.take(d, cost)
         i = j
     return chosen
+
+
+class Framing:
+    """A framing by the walk's protocol (``cost``, ``take``): a fixed extra per piece, less
+    for a piece that continues the one before it."""
+
+    def __init__(self, extra: np.ndarray) -> None:
+        self.extra, self.taken = extra, set()
+
+    def cost(self, d: int) -> int:
+        return 1 if d - 1 in self.taken else int(self.extra[d])
+
+    def take(self, d: int, charged: int = 0) -> None:
+        self.taken.add(d)
 
 
 @settings(max_examples=300, deadline=None)
@@ -53,49 +82,6 @@ def test_a_nearly_full_room_passes_over_what_cannot_fit():
     assert got == [n - 3, n - 1]
 
 
-class Framing:
-    """A framing by the walk's protocol (``cost``, ``take``): a fixed extra per piece, less
-    for a piece that continues the one before it."""
-
-    def __init__(self, extra: np.ndarray) -> None:
-        self.extra, self.taken = extra, set()
-
-    def cost(self, d: int) -> int:
-        return 1 if d - 1 in self.taken else int(self.extra[d])
-
-    def take(self, d: int, charged: int = 0) -> None:
-        self.taken.add(d)
-
-
-def framed_definition(hits, scores, tokens, room, cos, extra) -> list[int]:
-    """Every candidate in rank order, priced with its framing when its own size and a newline
-    fit; the walk ends once ``MAX_MISSES`` priced candidates in a row did not fit."""
-    order = sorted((int(d) for d in hits), key=lambda d: (-scores[d], d))
-    framing, chosen, misses, i = Framing(extra), [], 0, 0
-    smallest = min((int(tokens[d]) for d in order), default=0)
-    while i < len(order) and misses < MAX_MISSES and room >= smallest + 1:
-        j = i
-        while j < len(order) and scores[order[j]] == scores[order[i]]:
-            j += 1
-        run = order[i:j]
-        if len(run) > 1 and sum(int(tokens[d]) for d in run) > room:
-            run = sorted(run, key=lambda d: (-cos[d], d))
-        for d in run:
-            if int(tokens[d]) + 1 > room:
-                continue
-            cost = int(tokens[d]) + framing.cost(d)
-            if cost > room:
-                misses += 1
-                if misses >= MAX_MISSES:
-                    break
-                continue
-            misses = 0
-            chosen.append(d)
-            room -= cost
-            framing.take(d, cost)
-        i = j
-    return chosen
-
 
 @settings(max_examples=300, deadline=None)
 @given(st.integers(1, 600), st.integers(0, 3000), st.integers(1, 6), st.integers(0, 2**32 - 1))
@@ -107,7 +93,7 @@ def test_the_framed_walk_stops_after_a_run_of_misses(n, room, levels, seed):
     hits = np.sort(rng.choice(n + 3, size=n, replace=False))
     cos = rng.random(n + 3)
     got = select_pieces(hits, scores, tokens, room, lambda run: cos[np.asarray(run)], Framing(extra))
-    assert got == framed_definition(hits, scores, tokens, room, cos, extra)
+    assert got == definition(hits, scores, tokens, room, cos, extra)
 
 
 def test_a_nearly_full_room_stops_pricing_pieces_whose_framing_cannot_fit():
