@@ -49,6 +49,7 @@ from .recovery import (
     candidates,
     excerpt_scores,
     focus_first,
+    old_docs,
     piece_recovery,
     positions,
     unit_recovery,
@@ -119,14 +120,7 @@ class Plan:
 
 def _positions(notes: Sequence[Note], index: NamespaceIndex) -> tuple[np.ndarray, Mapping[str, int]]:
     """The piece documents of the old units, and each old unit's position."""
-    pos_of = positions(notes, index)
-    if notes and index.is_prefix(notes[0].unit_key, notes[-1].unit_key, len(notes)):
-        last = index.unit_docs.get(notes[-1].unit_key)
-        end = last.stop if last is not None else 0
-        return np.arange(end, dtype=np.int64), pos_of
-    ranges = [index.unit_docs.get(nt.unit_key, range(0)) for nt in notes]
-    docs = [np.arange(r.start, r.stop, dtype=np.int64) for r in ranges if len(r)]
-    return (np.concatenate(docs) if docs else np.zeros(0, dtype=np.int64)), pos_of
+    return old_docs(notes, index), positions(notes, index)
 
 
 def signals(notes: Sequence[Note], index: NamespaceIndex, words_text: str, words_from: str,

@@ -112,3 +112,11 @@ def test_a_nearly_full_room_stops_pricing_pieces_whose_framing_cannot_fit():
     got = select_pieces(np.arange(n), np.linspace(1.0, 0.1, n), tokens, 3 * 540 + 30,
                         lambda run: np.zeros(len(run)), Counting(np.full(n, 40)))
     assert got == [0, 1, 2] and len(priced) == 3 + MAX_MISSES
+
+
+@given(st.lists(st.integers(0, 300), unique=True), st.lists(st.integers(-5, 305), max_size=40))
+def test_leaving_documents_out_keeps_the_rest_in_order(hits, some):
+    from flexamem_core.recovery import _without
+
+    hits = np.asarray(sorted(hits), dtype=np.int64)
+    assert _without(hits, some).tolist() == [d for d in hits.tolist() if d not in set(some)]
