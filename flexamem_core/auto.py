@@ -33,7 +33,7 @@ planned and why.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -118,11 +118,6 @@ class Plan:
     report: dict[str, Any] = field(default_factory=dict)
 
 
-def _positions(notes: Sequence[Note], index: NamespaceIndex) -> tuple[np.ndarray, Mapping[str, int]]:
-    """The piece documents of the old units, and each old unit's position."""
-    return old_docs(notes, index), positions(notes, index)
-
-
 def signals(notes: Sequence[Note], index: NamespaceIndex, words_text: str, words_from: str,
             q_vec: np.ndarray, cfg: FlexAMemConfig, rule: AutoRule | None = None) -> Signals:
     """The signals of one call: ``words_text`` scored against every piece of the old units.
@@ -131,7 +126,7 @@ def signals(notes: Sequence[Note], index: NamespaceIndex, words_text: str, words
     so a better ranking (a new fusion) sharpens the signals without changing the rule."""
     rule = rule or RULE
     words = index.bm25.query_terms(words_text, cfg.query_terms)
-    docs, pos_of = _positions(notes, index)
+    docs, pos_of = old_docs(notes, index), positions(notes, index)
     if len(docs) == 0 or not words:
         return Signals(words_from, len(words), 0, 0.0, None, 0)
     bm25 = index.bm25.scores(words)

@@ -376,12 +376,6 @@ class NamespaceIndex:
         written after its parent), so ``first`` at 0 and ``last`` at ``n - 1`` mean all of them."""
         return n > 0 and self.position.get(first) == 0 and self.position.get(last) == n - 1
 
-    def notes_of(self, keys: Sequence[str]) -> Sequence[Note]:
-        """The notes of a chain of unit keys: a slice in the usual prefix case."""
-        if keys and self.is_prefix(keys[0], keys[-1], len(keys)):
-            return self.notes[:len(keys)]
-        return [self.note(k) for k in keys]
-
     def notes_of_units(self, units: Sequence[Any]) -> Sequence[Note]:
         """The notes of a chain of units (anything with a ``key``): a slice in the usual
         prefix case, found without listing every key."""
@@ -471,13 +465,23 @@ class NamespaceIndex:
         cosine is its note's and a note's pieces are neighbours, so ranking the notes and
         numbering each note's pieces in order gives the same ranks: a sort of 13,333 notes,
         not of 160,000 pieces."""
+        return self._cosine_ranks(docs, q_vec)[0]
+
+    def note_first_ranks(self, docs: np.ndarray, q_vec: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        """Where :meth:`piece_cosine_ranks` ranks ``docs`` by their notes: where each note's
+        run of pieces starts in ``docs`` and the rank of its first piece (the best-ranked of
+        them); None where the pieces are ranked one by one."""
+        return self._cosine_ranks(docs, q_vec)[1]
+
+    def _cosine_ranks(self, docs: np.ndarray, q_vec: np.ndarray
+                      ) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray] | None]:
         docs = np.asarray(docs, dtype=np.int64)
         if 8 * len(docs) <= len(self.doc_unit):  # a few documents: their own product, as piece_cosines
-            return ranks(self.piece_cosines(docs, q_vec))
+            return ranks(self.piece_cosines(docs, q_vec)), None
         cos_all = self._all_cosines(q_vec)
         last = self._last_ranks
         if last is not None and last[0] is cos_all and np.array_equal(last[1], docs):
-            return last[2]
+            return last[2], last[3]
         groups = None
         ascending = len(docs) < 2 or bool((docs[1:] > docs[:-1]).all())
         if len(docs) == 0:
@@ -496,20 +500,7 @@ class NamespaceIndex:
             groups = (starts, first)
         out.setflags(write=False)
         self._last_ranks = (cos_all, docs.copy(), out, groups)
-        return out
-
-    def note_first_ranks(self, docs: np.ndarray, q_vec: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-        """Where :meth:`piece_cosine_ranks` ranked ``docs`` by their notes: where each note's
-        run of pieces starts in ``docs`` and the rank of its first piece (the best-ranked of
-        them); None where the pieces were ranked one by one."""
-        self.piece_cosine_ranks(docs, q_vec)
-        last = self._last_ranks
-        if last is None or last[0] is not self._last_cosines_array() or not np.array_equal(last[1], docs):
-            return None
-        return last[3]
-
-    def _last_cosines_array(self) -> np.ndarray | None:
-        return self._last_cosines[3] if self._last_cosines is not None else None
+        return out, groups
 
     def _note_ranked_docs(self, docs: np.ndarray) -> bool:
         """Whether ``docs`` (ascending) all take their note's cosine (no own vector among them)."""

@@ -88,9 +88,7 @@ class _Chained(Sequence[Unit | PackedUnit]):
     def __len__(self) -> int:
         return len(self.units) + (self.tail is not None)
 
-    def __getitem__(self, i):  # type: ignore[no-untyped-def,override]
-        if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(len(self)))]
+    def __getitem__(self, i):  # type: ignore[no-untyped-def,override]  # positions only: no slice is taken
         if i < 0:
             i += len(self)
         if self.tail is not None and i == len(self.units):

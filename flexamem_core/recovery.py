@@ -93,7 +93,7 @@ class _Prefix:
 
 def positions(notes: Sequence[Note], index: NamespaceIndex) -> Mapping[str, int]:
     """Each old unit's position among ``notes``, by key."""
-    if index.is_prefix(notes[0].unit_key, notes[-1].unit_key, len(notes)) if notes else False:
+    if notes and index.is_prefix(notes[0].unit_key, notes[-1].unit_key, len(notes)):
         return _Prefix(index.position, len(notes))
     return {nt.unit_key: p for p, nt in enumerate(notes)}
 
@@ -113,11 +113,10 @@ def candidates(q_vec: np.ndarray, notes: Sequence[Note], index: NamespaceIndex,
         # The usual case: the old units are the first n notes written (positions only increase).
         rows = np.arange(n, dtype=np.int64)
         cos = index.vectors[:n] @ q_vec
-        pos_of = positions(notes, index)
     else:
         rows = np.fromiter((index.position[nt.unit_key] for nt in notes), dtype=np.int64, count=n)
         cos = index.vectors[rows] @ q_vec
-        pos_of = positions(notes, index)
+    pos_of = positions(notes, index)
     if cfg.fused_seeds and cfg.fusion != "bm25":
         cos = _fused_units(cos, _best_piece_scores(notes, rows, index, query_text, q_vec, cfg), cfg)
     seeds = top_k(cos, cfg.seeds)

@@ -36,7 +36,7 @@ from .recovery import MEMORY_CLOSE, Element, candidates, excerpt_scores, fit_or_
 from .render import PER_MESSAGE, Layout, Rendered, count_messages, memory_message, message_tokens
 from .sendable_request import enforce_part
 from .timeline import record_line
-from .unit_report import add_run, count_resolutions
+from .unit_report import add_run, count_resolutions, unit_row
 
 if TYPE_CHECKING:
     from .memory import FlexAMem, _Namespace, _Synced
@@ -184,8 +184,8 @@ def extend_memory(mem: FlexAMem, space: _Namespace, sent: SentRequest, layout: L
     window = part.messages
     pinned = [sendable(m) for m in mem._pinned_turn(space, n_old, window)]
     rows = {int(r["position"]): r for r in sent.report.get("units", [])}
-    rows.update((pos, {"position": pos, "unit": units[pos].key, "label": index.note(units[pos].key).label,
-                       "resolution": "record", "why": "left the window"}) for pos in range(start, n_old))
+    rows.update((pos, unit_row(pos, index.note(units[pos].key), "record", why="left the window"))
+                for pos in range(start, n_old))
     runs = [list(r) for r in sent.report.get("unit_runs", [])]
     add_run(runs, start, n_old, "record")
     base = count_messages([*fixed, *pinned, *window], tk, extra_tokens) + PER_MESSAGE
@@ -202,8 +202,7 @@ def extend_memory(mem: FlexAMem, space: _Namespace, sent: SentRequest, layout: L
     if tokens > b_bar:
         return None
     for e in details:
-        key = units[e.pos].key
-        rows[e.pos] = {**(rows.get(e.pos) or {"position": e.pos, "unit": key, "label": index.note(key).label}),
+        rows[e.pos] = {**(rows.get(e.pos) or unit_row(e.pos, index.note(units[e.pos].key), e.resolution)),
                        "resolution": e.resolution, "why": "recovered when the memory grew"}
     unit_list = [rows[pos] for pos in sorted(rows)]
     report = {**sent.report, "total_tokens": tokens, "llm_calls": 0, "old_units": n_old,
@@ -231,7 +230,7 @@ def _fresh_detail(mem: FlexAMem, space: _Namespace, cfg: FlexAMemConfig, layout:
     if room <= 0 or not cfg.recovery or cfg.mode not in ("unit", "auto") or not old:
         return [], ({"recovery": "trace", "why": "extend: no room for recovered detail"} if auto else None)
     index = space.index
-    notes = index.notes_of([u.key for u in old])
+    notes = index.notes_of_units(old)
     shown = {r["position"] for r in rows if r.get("resolution") in ("raw", "excerpt")}
     q_vec, excerpt_query, piece_query = mem._queries(cfg, layout, window_units, None)
     report = None

@@ -56,10 +56,9 @@ def run_resolution(runs: Sequence[Sequence[Any]], pos: int) -> str:
     return "hidden"
 
 
-def unit_row(notes: Sequence[Note], pos: int, resolution: str, **extra: Any) -> dict[str, Any]:
-    """The row of old unit ``pos``."""
-    return {"position": pos, "unit": notes[pos].unit_key, "label": notes[pos].label, "resolution": resolution,
-            **extra}
+def unit_row(pos: int, note: Note, resolution: str, **extra: Any) -> dict[str, Any]:
+    """The row of old unit ``pos``, whose note is ``note``."""
+    return {"position": pos, "unit": note.unit_key, "label": note.label, "resolution": resolution, **extra}
 
 
 def unit_rows(notes: Sequence[Note], runs: Sequence[Sequence[Any]], detail: Mapping[int, str],
@@ -68,7 +67,7 @@ def unit_rows(notes: Sequence[Note], runs: Sequence[Sequence[Any]], detail: Mapp
     candidates in ``why`` (position -> (why, score)) and the units with ``pieces`` shown."""
     rows = []
     for pos in sorted({*detail, *why, *(pieces or ())}):
-        row = unit_row(notes, pos, detail.get(pos) or run_resolution(runs, pos))
+        row = unit_row(pos, notes[pos], detail.get(pos) or run_resolution(runs, pos))
         if pos in why:
             row["why"], row["score"] = why[pos][0], round(why[pos][1], 6)
         if pieces:
