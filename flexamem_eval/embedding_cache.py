@@ -49,8 +49,11 @@ def text_key(text: str) -> bytes:
 
 
 def model_id(embedder: Any) -> str:
-    """What identifies the model behind an embedder: its full model name (or path), else its name."""
-    return str(getattr(embedder, "model_name", None) or embedder.name)
+    """What identifies the model behind an embedder: its full model name (or path), else its
+    name, with ``@bfloat16`` when it runs in that precision (its vectors differ from float32's
+    in the third decimal, and the cache promises the model's exact output)."""
+    name = str(getattr(embedder, "model_name", None) or embedder.name)
+    return f"{name}@bfloat16" if getattr(embedder, "precision", "float32") == "bfloat16" else name
 
 
 class CachedEmbedder:

@@ -109,13 +109,16 @@ class StepTarget:
 
     ``step`` is the 0-based index of the action among the assistant messages;
     ``message_index`` the position of that assistant message in the trajectory (the
-    context is rendered from the messages before it).
+    context is rendered from the messages before it). ``task`` is the task's text: a
+    context that drops it leaves the agent without its instructions, which neither recall
+    measure sees (a reused detail is by definition absent from the task).
     """
 
     step: int
     message_index: int
     reused: tuple[str, ...]
     earlier_commands: tuple[str, ...]
+    task: str = ""
 
 
 def first_line(command: str) -> str:
@@ -142,26 +145,30 @@ def step_targets(task: str, actions: Sequence[tuple[int, str]],
         reused = tuple(s for s in detail_strings(action)
                        if s not in task and not any(s in a for a in earlier) and s in seen)
         commands = tuple(c for c in (first_line(a) for a in earlier) if c)
-        targets.append(StepTarget(step=step, message_index=index, reused=reused, earlier_commands=commands))
+        targets.append(StepTarget(step=step, message_index=index, reused=reused, earlier_commands=commands,
+                                  task=task))
     return targets
 
 
 @dataclass(frozen=True)
 class StepResult:
-    """Hits and totals of one step's two recall measures."""
+    """Hits and totals of one step's two recall measures, and whether the task was sent whole."""
 
     reused_hits: int
     reused_total: int
     trace_hits: int
     trace_total: int
+    task_kept: bool = True
 
 
 def score_step(context_text: str, target: StepTarget) -> StepResult:
-    """Count the reused details and earlier command first lines present in a context."""
+    """Count the reused details and earlier command first lines present in a context, and
+    check that the task is in it verbatim."""
     normalized = normalize(context_text)
     reused_hits = sum(1 for s in target.reused if s in context_text)
     trace_hits = sum(1 for c in target.earlier_commands if c in normalized)
-    return StepResult(reused_hits, len(target.reused), trace_hits, len(target.earlier_commands))
+    return StepResult(reused_hits, len(target.reused), trace_hits, len(target.earlier_commands),
+                      task_kept=target.task in context_text)
 
 
 # -------------------------------------------------------------------------- aggregation

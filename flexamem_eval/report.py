@@ -20,7 +20,7 @@ from .plots import plot_metrics, plot_prompt_cache
 from .runner import ItemResult, RenderRecord
 
 CONVERSATION_METRICS = ("evidence_turns_full", "evidence_turns_part", "questions_all_evidence")
-TRAJECTORY_METRICS = ("reused_detail_recall", "command_trace_recall")
+TRAJECTORY_METRICS = ("reused_detail_recall", "command_trace_recall", "task_kept")
 #: The spread of ``reused_detail_recall`` (tables only, not plotted).
 SPREAD_METRICS = ("reused_detail_recall_per_step", "reused_detail_recall_ci_low", "reused_detail_recall_ci_high")
 #: The spread of ``evidence_turns_full`` (tables only).
@@ -114,6 +114,8 @@ def aggregate(dataset: str, results: Sequence[ItemResult]) -> list[dict[str, Any
                              share(sum(r.reused_hits for r in recs), reused), reused))
             rows.append(_row(dataset, method, budget, "command_trace_recall",
                              share(sum(r.trace_hits for r in recs), trace), trace))
+            rows.append(_row(dataset, method, budget, "task_kept",
+                             share(sum(bool(r.task_kept) for r in recs), len(recs)), len(recs)))
             rows += _spread_rows(dataset, method, budget, recs)
             rows.append(_row(dataset, method, budget, "steps", len(recs), len(recs)))
             rows += _cache_rows(dataset, method, budget, recs)
@@ -165,7 +167,7 @@ def _cache_rows(dataset: str, method: str, budget: int, recs: Sequence[RenderRec
 def _fmt(metric: str, value: float | None) -> str:
     if value is None:
         return "–"
-    if metric.startswith(("evidence", "questions_all", "reused", "command", "cached_prefix")):
+    if metric.startswith(("evidence", "questions_all", "reused", "command", "cached_prefix", "task_kept")):
         return f"{100 * value:.1f}"
     if metric.startswith(("context_tokens", "questions", "steps", "abstention", "calls", "cost_per_call")):
         return f"{value:,.0f}"

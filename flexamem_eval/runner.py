@@ -72,6 +72,8 @@ class RenderRecord:
     trace_hits: int = 0
     trace_total: int = 0
     cached: int | None = None
+    #: Trajectories: whether the task (first user message) was sent verbatim.
+    task_kept: bool | None = None
 
 
 @dataclass(slots=True)
@@ -250,7 +252,8 @@ def _trajectory(item: TrajectoryItem, spec: Spec, env: Env, tick: Tick) -> ItemR
                 out.renders.append(RenderRecord(
                     name, budget, item.item_id, "all", tokens, ms, step=target.step,
                     reused_hits=res.reused_hits, reused_total=res.reused_total,
-                    trace_hits=res.trace_hits, trace_total=res.trace_total, cached=cached))
+                    trace_hits=res.trace_hits, trace_total=res.trace_total, cached=cached,
+                    task_kept=res.task_kept))
                 if spec.dump:
                     out.dumps.append(_dump(spec, item.item_id, name, budget, target.step, text, tokens))
             costs[id(method.cost)] = method.cost  # methods of one item may share one cost

@@ -55,7 +55,8 @@ def test_cached_vectors_are_bit_for_bit_the_models(tmp_path):
 def test_cache_keys_by_model_and_exact_text(tmp_path):
     minilm = CachedEmbedder(SentenceTransformerEmbedder(), tmp_path)
     hashing = CachedEmbedder(HashingEmbedder(), tmp_path)
-    assert minilm.model == "sentence-transformers/all-MiniLM-L6-v2" and hashing.model == "hashing-384"
+    bf16 = "@bfloat16" if minilm.inner.precision == "bfloat16" else ""
+    assert minilm.model == f"sentence-transformers/all-MiniLM-L6-v2{bf16}" and hashing.model == "hashing-384"
     a, b = minilm.embed(["same text"]), hashing.embed(["same text"])
     assert not np.array_equal(a, b) and minilm.misses == hashing.misses == 1
     assert text_key("x\ud800") != text_key("x\ufffd"), "lone surrogates are not replaced before hashing"

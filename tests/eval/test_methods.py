@@ -43,6 +43,21 @@ def test_string_only_in_a_masked_output_is_lost_by_masking(env):
     assert last["masking"].trace_hits > last["truncation"].trace_hits
 
 
+def test_task_kept_records_whether_the_task_was_sent(env):
+    """LangChain's ``trim_messages(include_system=True, start_on="human")`` keeps the system
+    message and the newest messages, so past the budget it drops an agent's task (the first
+    user message); the methods that keep the fixed prompt send it on every call."""
+    spec = Spec("trajectories", (1500,), ("langchain-trim", "truncation", "masking", "flexamem-auto"))
+    res = evaluate_item(trajectory(30), spec, env)
+    kept: dict[str, list[bool | None]] = {}
+    for r in res.renders:
+        kept.setdefault(r.method, []).append(r.task_kept)
+    assert set(kept) == set(spec.methods) and all(len(v) > 10 for v in kept.values())
+    assert not any(kept["langchain-trim"])
+    for name in ("truncation", "masking", "flexamem-auto"):
+        assert all(kept[name]), name
+
+
 def test_mask_steps_keeps_the_newest_outputs():
     steps = [[Message(role="assistant", content=f"a{i}"), Message(role="user", content=f"out {i}")] for i in range(4)]
     flat = mask_steps(steps, keep=1)

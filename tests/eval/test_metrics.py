@@ -109,6 +109,7 @@ def test_score_step_counts_hits():
     assert (res.reused_hits, res.reused_total, res.trace_hits, res.trace_total) == (1, 1, 1, 1)
     res = score_step("nothing", t)
     assert (res.reused_hits, res.trace_hits) == (0, 0)
+    assert not res.task_kept and score_step("the task, then ls -la", t).task_kept
 
 
 def test_action_text_reads_bash_block_and_tool_calls():

@@ -1,4 +1,6 @@
-"""Is all-MiniLM-L6-v2 faster through ONNX Runtime (int8) than through torch here? (benchmark, not a test)
+"""Which way of running all-MiniLM-L6-v2 is fastest here: torch in float32, torch under bfloat16
+autocast (the default where the CPU has native bfloat16), or ONNX Runtime (fp32, int8)? (benchmark,
+not a test)
 
 sentence-transformers' own ONNX backend (``backend="onnx"``) needs ``optimum-onnx``, whose
 releases pin ``transformers<4.58`` while sentence-transformers 6 needs ``transformers>=5``,
@@ -13,7 +15,10 @@ second for short queries and ~1,000-token units, the cosine agreement with torch
 a fresh process pays to import each path (torch and sentence-transformers, or onnxruntime
 and tokenizers).
 
-    HF_HUB_OFFLINE=1 python tests/benchmarks/bench_onnx_embedder.py --threads 1
+The bfloat16 row runs :class:`~flexamem_core.embeddings.SentenceTransformerEmbedder` with
+``precision="bfloat16"``, on any CPU (emulated, and slower, where bfloat16 is not native).
+
+    HF_HUB_OFFLINE=1 python tests/benchmarks/bench_embedder_backends.py --threads 1
 """
 
 from __future__ import annotations
@@ -139,6 +144,17 @@ def main() -> None:
         rate, reference[name] = throughput(
             lambda b: st.encode(b, batch_size=8, normalize_embeddings=True, show_progress_bar=False), items)
         results["torch"][f"{name} texts/s"] = rate
+
+    from flexamem_core.embeddings import SentenceTransformerEmbedder, native_bfloat16
+
+    results["torch bfloat16 autocast"] = {"native_bfloat16": float(native_bfloat16())}
+    for name, items in sets.items():
+        bf16 = SentenceTransformerEmbedder(precision="bfloat16")
+        bf16._model = st  # the loaded model, run under autocast (embed() batches by 8 like the others)
+        rate, vecs = throughput(bf16.embed, items)
+        results["torch bfloat16 autocast"][f"{name} texts/s"] = rate
+        results["torch bfloat16 autocast"][f"{name} min cosine vs torch"] = float(
+            np.min(np.sum(vecs * reference[name], 1)))
 
     with tempfile.TemporaryDirectory() as tmp:
         fp32, int8 = export(model_dir, Path(tmp))
