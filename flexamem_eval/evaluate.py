@@ -30,11 +30,12 @@ def _check(budgets: Sequence[int], methods: Sequence[str] | None) -> tuple[tuple
     return tuple(sorted(set(budgets))), tuple(dict.fromkeys(names))
 
 
-def skipped_methods(methods: Sequence[str] | None) -> dict[str, str]:
-    """Methods that cannot run with this version of the core, with the reason (e.g. a mode
-    the config does not have yet); they are left out of the run and named in results.md."""
+def skipped_methods(methods: Sequence[str] | None, dataset: str | None = None) -> dict[str, str]:
+    """Methods that cannot run with this version of the core (e.g. a mode the config does not
+    have yet) or on this dataset, with the reason; they are left out of the run and named in
+    results.md."""
     names = tuple(n for n in (methods or METHODS) if n in METHODS)  # unknown names: EvalError elsewhere
-    return {n: why for n in dict.fromkeys(names) if (why := method_class(n).unavailable()) is not None}
+    return {n: why for n in dict.fromkeys(names) if (why := method_class(n).unavailable(dataset)) is not None}
 
 
 def cache_dir(embedding_cache: str | Path | bool | None) -> str | None:
@@ -65,7 +66,7 @@ def evaluate(dataset: str, data: str | Path, budgets: Sequence[int] = (4000, 800
     if threads is not None and threads < 1:
         raise EvalError(f"threads must be at least 1, got {threads}")
     budgets_t, names = _check(budgets, methods)
-    skipped = skipped_methods(names)
+    skipped = skipped_methods(names, dataset)
     names = tuple(n for n in names if n not in skipped)
     if not names:
         raise EvalError("no method can run: " + "; ".join(f"{n}: {why}" for n, why in skipped.items()))
@@ -112,7 +113,7 @@ def evaluate_to_dir(dataset: str, data: str | Path, *, budgets: Sequence[int], m
     if dump_path is not None and dump_path.exists():
         dump_path.unlink()
     order = list(methods or METHODS)
-    notes = [f"`{n}` skipped: {why}" for n, why in skipped_methods(methods).items()]
+    notes = [f"`{n}` skipped: {why}" for n, why in skipped_methods(methods, dataset).items()]
 
     def partial(rows: list[dict[str, Any]]) -> None:  # tables of the items done so far
         write_outputs(out_dir, rows, order, plots=False, notes=notes)

@@ -27,6 +27,7 @@ METHODS: dict[str, tuple[str, str]] = {
     "pamer": ("pamer", "PaMER"),
     "pamer-plus": ("pamer", "PaMERPlus"),
     "langchain-trim": ("peers", "LangChainTrim"),
+    "langchain-trim-task": ("peers", "LangChainTrimTask"),
     "llamaindex-buffer": ("peers", "LlamaIndexBuffer"),
 }
 

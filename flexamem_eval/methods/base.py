@@ -164,9 +164,14 @@ class Method(ABC):
         """Load what the first call would otherwise load, so render timings exclude it."""
         del env  # nothing to load by default
 
+    #: The datasets the method means something on (None: all).
+    datasets: ClassVar[tuple[str, ...] | None] = None
+
     @classmethod
-    def unavailable(cls) -> str | None:
-        """Why this method cannot run with the installed core (None: it can)."""
+    def unavailable(cls, dataset: str | None = None) -> str | None:
+        """Why this method cannot run with the installed core, or on ``dataset`` (None: it can)."""
+        if dataset is not None and cls.datasets is not None and dataset not in cls.datasets:
+            return f"only for {', '.join(cls.datasets)}"
         return None
 
     # ----------------------------------------------------------------- reader setting

@@ -116,10 +116,10 @@ class FlexAMemAuto(_Ours):
     switches: ClassVar = {"reader": {"mode": "auto"}, "agent": {"mode": "auto"}}
 
     @classmethod
-    def unavailable(cls) -> str | None:
+    def unavailable(cls, dataset: str | None = None) -> str | None:
         modes = config_modes()
         if "auto" in modes:
-            return None
+            return super().unavailable(dataset)
         return (f"this core's FlexAMemConfig has no mode \"auto\" yet (modes: {', '.join(modes)}); "
                 "the method runs as soon as the mode exists")
 

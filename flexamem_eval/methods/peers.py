@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from flexamem_core import Message
+from flexamem_core.render import PER_REQUEST
 
 from ..items import Question
 from .base import Env, Method, question_messages, split_prefix
@@ -54,7 +55,7 @@ class LangChainTrim(Method):
         self._back[id(obj)] = m
         return obj
 
-    def _trim(self, messages: Sequence[Message], budget: int) -> list[Message]:
+    def _trim(self, messages: Sequence[Message], max_tokens: int) -> list[Message]:
         from langchain_core.messages import trim_messages
 
         lc = [self._lc_message(m) for m in messages]
@@ -63,17 +64,35 @@ class LangChainTrim(Method):
         def counter(msgs: list[Any]) -> int:
             return self.env.count([back.get(id(x)) or Message(role="user", content=str(x.content)) for x in msgs])
 
-        trimmed = trim_messages(lc, max_tokens=self.env.effective(budget), token_counter=counter,
+        trimmed = trim_messages(lc, max_tokens=max_tokens, token_counter=counter,
                                 strategy="last", include_system=True, start_on="human")
         return [back.get(id(x)) or Message(role="user", content=str(x.content)) for x in trimmed]
 
     def question_context(self, question: Question, budget: int) -> list[Message]:
-        return self._trim([*self.history, *question_messages(question)], budget)
+        return self._trim([*self.history, *question_messages(question)], self.env.effective(budget))
 
     def step_context(self, history: Sequence[Message], budget: int) -> list[Message]:
         if self.env.count(history) <= self.env.effective(budget):
             return list(history)
-        return self._trim(history, budget)
+        return self._trim(history, self.env.effective(budget))
+
+
+class LangChainTrimTask(LangChainTrim):
+    """The same ``trim_messages`` call over the steps after the task, within what the system
+    message and the task leave, both sent first: how an agent that must keep its task uses
+    trim (``trim_messages`` itself keeps only a system message, so ``langchain-trim`` drops
+    the task on every call past the budget). Agents only: a conversation has no task."""
+
+    name = "langchain-trim-task"
+    datasets = ("trajectories",)
+
+    def step_context(self, history: Sequence[Message], budget: int) -> list[Message]:
+        if self.env.count(history) <= self.env.effective(budget):
+            return list(history)
+        prefix, rest = split_prefix(history)
+        # Both counts include the per-request constant once; the request has it once.
+        room = self.env.effective(budget) - self.env.count(prefix) + PER_REQUEST
+        return [*prefix, *self._trim(rest, room)] if room > PER_REQUEST else prefix
 
 
 class LlamaIndexBuffer(Method):

@@ -47,15 +47,33 @@ def test_task_kept_records_whether_the_task_was_sent(env):
     """LangChain's ``trim_messages(include_system=True, start_on="human")`` keeps the system
     message and the newest messages, so past the budget it drops an agent's task (the first
     user message); the methods that keep the fixed prompt send it on every call."""
-    spec = Spec("trajectories", (1500,), ("langchain-trim", "truncation", "masking", "flexamem-auto"))
+    spec = Spec("trajectories", (1500,), ("langchain-trim", "langchain-trim-task", "truncation", "masking",
+                                          "flexamem-auto"))
     res = evaluate_item(trajectory(30), spec, env)
     kept: dict[str, list[bool | None]] = {}
     for r in res.renders:
         kept.setdefault(r.method, []).append(r.task_kept)
     assert set(kept) == set(spec.methods) and all(len(v) > 10 for v in kept.values())
     assert not any(kept["langchain-trim"])
-    for name in ("truncation", "masking", "flexamem-auto"):
+    for name in ("langchain-trim-task", "truncation", "masking", "flexamem-auto"):
         assert all(kept[name]), name
+    history = list(trajectory(30).messages)
+    rules = " ".join(f"Rule {k}: run the tests in tests/unit_{k} before you submit." for k in range(25))
+    history[1] = Message(role="user", content=f"Fix the failing import in the package. {rules}")
+    trim = make_method("langchain-trim", env, {}).step_context(history, 1500)
+    with_task = make_method("langchain-trim-task", env, {}).step_context(history, 1500)
+    assert with_task[:2] == history[:2] and trim[0] is history[0] and env.count(with_task) <= env.effective(1500)
+    steps = with_task[2:]
+    assert 0 < len(steps) < len(trim) - 1 and steps == trim[len(trim) - len(steps):], \
+        "the same newest steps, fewer: the task's room is taken from them"
+
+
+def test_agent_only_methods_are_skipped_on_conversations():
+    from flexamem_eval.evaluate import skipped_methods
+
+    assert skipped_methods(["langchain-trim-task", "langchain-trim"], "longmemeval") == {
+        "langchain-trim-task": "only for trajectories"}
+    assert skipped_methods(["langchain-trim-task"], "trajectories") == {}
 
 
 def test_mask_steps_keeps_the_newest_outputs():
