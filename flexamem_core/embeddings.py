@@ -94,7 +94,17 @@ class SentenceTransformerEmbedder:
                 from sentence_transformers import SentenceTransformer
 
                 with _quiet_transformers():  # its "Loading weights" bar would land inside a render's output
-                    self._model = SentenceTransformer(path, device=self.device)
+                    model = SentenceTransformer(path, device=self.device)
+                if self.precision == "bfloat16":
+                    # Autocast would cast every Linear weight to bfloat16 on each call (about 3 ms,
+                    # more than a short query's whole embedding); cast once here, the output is
+                    # bit for bit the same. Layer norms and softmax stay float32 under autocast.
+                    import torch
+
+                    for module in model.modules():
+                        if isinstance(module, torch.nn.Linear):
+                            module.to(torch.bfloat16)
+                self._model = model
                 get_dim = getattr(self._model, "get_embedding_dimension", None) or \
                     self._model.get_sentence_embedding_dimension
                 self.dim = int(get_dim() or self.dim)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
 from flexamem_core.embeddings import PRECISIONS, SentenceTransformerEmbedder, native_bfloat16
 
@@ -19,21 +20,27 @@ TEXTS = [
 
 
 @pytest.fixture(scope="module")
-def float32_vectors(embedder):
-    fp32 = SentenceTransformerEmbedder(precision="float32")
-    fp32._model = embedder._load()  # the session's loaded model, run in float32
-    return fp32.embed(TEXTS)
+def float32_embedder():
+    return SentenceTransformerEmbedder(precision="float32")
 
 
-def test_float32_is_the_models_own_output(embedder, float32_vectors):
-    direct = embedder._load().encode(TEXTS, batch_size=8, normalize_embeddings=True, show_progress_bar=False)
+@pytest.fixture(scope="module")
+def float32_vectors(float32_embedder):
+    return float32_embedder.embed(TEXTS)
+
+
+def test_float32_is_the_models_own_output(float32_embedder, float32_vectors):
+    model = float32_embedder._load()
+    direct = model.encode(TEXTS, batch_size=8, normalize_embeddings=True, show_progress_bar=False)
     np.testing.assert_allclose(float32_vectors, direct, atol=1e-6)
+    assert all(p.dtype == torch.float32 for p in model.parameters())
 
 
-def test_bfloat16_vectors_stay_within_a_cosine_of_1e4_with_unit_norm(embedder, float32_vectors):
+def test_bfloat16_vectors_stay_within_a_cosine_of_1e4_with_unit_norm(float32_vectors):
     bf16 = SentenceTransformerEmbedder(precision="bfloat16")
-    bf16._model = embedder._load()
     vecs = bf16.embed(TEXTS)
+    linear = [m for m in bf16._load().modules() if isinstance(m, torch.nn.Linear)]
+    assert linear and all(m.weight.dtype == torch.bfloat16 for m in linear), "Linear weights cast once, at load"
     assert vecs.dtype == np.float32 and vecs.shape == (len(TEXTS), 384)
     np.testing.assert_allclose(np.linalg.norm(vecs, axis=1), 1.0, rtol=1e-5)
     cosines = np.sum(vecs * float32_vectors, axis=1)
