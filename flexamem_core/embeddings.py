@@ -177,10 +177,24 @@ def _quiet_transformers() -> Iterator[None]:
             hf_logging.enable_progress_bar()
 
 
+#: Environment variable for the default embedder's precision (auto, float32, bfloat16), for
+#: hosts configured without Python (mini-swe-agent's YAML, SWE-bench batch runs).
+PRECISION_ENV = "FLEXAMEM_EMBED_PRECISION"
+
+
+def default_precision() -> str:
+    """``$FLEXAMEM_EMBED_PRECISION`` when set (checked), else ``auto``."""
+    value = os.environ.get(PRECISION_ENV, "").strip() or "auto"
+    if value not in PRECISIONS:
+        raise ValueError(f"${PRECISION_ENV} must be one of {', '.join(PRECISIONS)}, got {value!r}")
+    return value
+
+
 @lru_cache(maxsize=1)
 def default_embedder() -> SentenceTransformerEmbedder:
-    """The shared default embedder, created once per process (the model loads on first use)."""
-    return SentenceTransformerEmbedder()
+    """The shared default embedder, created once per process (the model loads on first use),
+    in :func:`default_precision`."""
+    return SentenceTransformerEmbedder(precision=default_precision())
 
 
 def normalize(vec: np.ndarray) -> np.ndarray:

@@ -57,3 +57,16 @@ def test_auto_follows_the_cpu_and_bad_settings_are_refused():
         with pytest.raises(ValueError, match="precision must be one of"):
             SentenceTransformerEmbedder(precision=bad)
     assert auto._model is None, "choosing a precision loads no model"
+
+
+def test_the_default_embedders_precision_can_be_set_from_the_environment(monkeypatch):
+    from flexamem_core.embeddings import PRECISION_ENV, default_precision
+
+    for value, expected in (("float32", "float32"), (" bfloat16 ", "bfloat16"), ("", "auto")):
+        monkeypatch.setenv(PRECISION_ENV, value)
+        assert default_precision() == expected
+    monkeypatch.delenv(PRECISION_ENV)
+    assert default_precision() == "auto"
+    monkeypatch.setenv(PRECISION_ENV, "half")
+    with pytest.raises(ValueError, match="FLEXAMEM_EMBED_PRECISION must be one of"):
+        default_precision()
