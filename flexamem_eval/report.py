@@ -114,8 +114,8 @@ def aggregate(dataset: str, results: Sequence[ItemResult]) -> list[dict[str, Any
                              share(sum(r.reused_hits for r in recs), reused), reused))
             rows.append(_row(dataset, method, budget, "command_trace_recall",
                              share(sum(r.trace_hits for r in recs), trace), trace))
-            rows.append(_row(dataset, method, budget, "task_kept",
-                             share(sum(bool(r.task_kept) for r in recs), len(recs)), len(recs)))
+            known = [r.task_kept for r in recs if r.task_kept is not None]
+            rows.append(_row(dataset, method, budget, "task_kept", share(sum(known), len(known)), len(known)))
             rows += _spread_rows(dataset, method, budget, recs)
             rows.append(_row(dataset, method, budget, "steps", len(recs), len(recs)))
             rows += _cache_rows(dataset, method, budget, recs)

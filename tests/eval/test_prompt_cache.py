@@ -184,7 +184,9 @@ def test_report_has_the_cache_fields_and_the_price_model(tmp_path):
     assert get[("b", "cached_prefix_share")]["value"] == 0.5
     text = markdown(rows)
     assert all(m in text for m in CACHE_METRICS) and "0.1 x cached + 1.25 x new" in text
-    assert "| a | – | – | – | – | – | 48.5 | " in text  # two recalls, the spread of the first, then the cache
+    # reused and trace recall, task kept (not recorded here), the spread of the first, then the cache
+    assert "| a | – | – | – | – | – | – | 48.5 | " in text
+    assert get[("a", "task_kept")]["value"] is None and get[("a", "task_kept")]["n"] == 0
     paths = write_outputs(tmp_path, rows, ["b", "a"])
     assert tmp_path / "trajectories_prompt_cache.png" in paths
     assert (tmp_path / "trajectories_prompt_cache.png").stat().st_size > 1000
@@ -202,3 +204,11 @@ def test_torch_threads_are_shared_out_among_workers(monkeypatch):
     assert worker_threads(4, threads=3) == 3 and worker_threads(1, threads=1) == 1
     monkeypatch.setenv("OMP_NUM_THREADS", "5")
     assert worker_threads(4) is None, "the user's setting stands"
+
+
+def test_task_kept_is_the_share_of_recorded_calls():
+    res = ItemResult()
+    res.renders += [RenderRecord("a", 4000, "t", "all", 900, 1.0, step=i, cached=0, task_kept=kept)
+                    for i, kept in enumerate([True, False, True, None])]
+    row = next(r for r in aggregate("trajectories", [res]) if r["metric"] == "task_kept")
+    assert row["value"] == pytest.approx(2 / 3) and row["n"] == 3
