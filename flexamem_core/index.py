@@ -493,7 +493,10 @@ class NamespaceIndex:
             starts = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]])
             counts = np.diff(np.append(starts, len(docs)))
             group = ranks(cos_all[docs[starts]])  # a note's cosine, once per note
-            order = np.argsort(group, kind="stable")
+            # The ranks are a permutation of 1..n, so the order that sorts them is its inverse
+            # (linear; a sort of 13,333 notes was a millisecond of each per-call render).
+            order = np.empty(len(starts), dtype=np.int64)
+            order[group.astype(np.int64) - 1] = np.arange(len(starts))
             first = np.empty(len(starts), dtype=np.float64)
             first[order] = np.cumsum(counts[order]) - counts[order] + 1
             out = np.repeat(first, counts) + (np.arange(len(docs)) - np.repeat(starts, counts))
