@@ -40,12 +40,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .config import FlexAMemConfig
-from .fusion import fused_over
+from .fusion import DenseRanking, Ranking, fused_ranking
 from .index import NamespaceIndex
 from .recovery import (
     Candidate,
     MemoryRender,
-    best_first,
     candidates,
     excerpt_scores,
     focus_first,
@@ -130,22 +129,22 @@ def signals(notes: Sequence[Note], index: NamespaceIndex, words_text: str, words
     if len(docs) == 0 or not words:
         return Signals(words_from, len(words), 0, 0.0, None, 0)
     bm25 = index.bm25.scores(words)
-    lexical = bm25[docs]
-    matched = int(np.count_nonzero(lexical > 0))
-    ranked = lexical if cfg.fusion == "bm25" else fused_over(docs, bm25, q_vec, index, cfg, len(bm25))[docs]
+    matched = int(np.count_nonzero(bm25[docs] > 0))
+    ranking: Ranking = DenseRanking(docs, bm25) if cfg.fusion == "bm25" \
+        else fused_ranking(docs, bm25, q_vec, index, cfg)
     k = min(rule.top_pieces, len(docs))
-    # the k best pieces, ties by document (docs ascend)
-    top = np.asarray(best_first(np.arange(len(docs)), ranked, k)[:k] if k else [], dtype=np.int64)
-    top = top[ranked[top] > 0]
+    # the k best pieces, ties by document
+    top = np.asarray(ranking.best(k)[:k] if k else [], dtype=np.int64)
+    top = top[ranking.score(top) > 0] if len(top) else top
     if len(top) == 0:
         return Signals(words_from, len(words), matched, 0.0, None, 0)
-    units = [pos_of[index.doc_unit[int(docs[i])]] for i in top]
+    units = [pos_of[index.doc_unit[int(d)]] for d in top]
     counts: dict[int, int] = {}
     for u in units:
         counts[u] = counts.get(u, 0) + 1
     best = min(counts, key=lambda u: (-counts[u], units.index(u)))  # ties: the unit of the better piece
     return Signals(words_from, len(words), matched, counts[best] / k, best, len(counts),
-                   [int(docs[i]) for i in top])
+                   [int(d) for d in top])
 
 
 def _reader_plan(notes: Sequence[Note], index: NamespaceIndex, cfg: FlexAMemConfig, tk: Tokenizer,

@@ -16,7 +16,8 @@ All are deterministic: equal values rank by document number.
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -82,12 +83,14 @@ def fuse(bm25: np.ndarray, cosine: np.ndarray, cfg: FlexAMemConfig, cosine_ranks
 
 
 class PieceCosines(Protocol):
-    """What :func:`fused_over` reads of an index (``NamespaceIndex``): the stored-vector
-    cosines of piece documents and their ranks."""
+    """What :func:`fused_over` and :func:`fused_ranking` read of an index (``NamespaceIndex``):
+    the stored-vector cosines of piece documents, their ranks, and their ranking by notes."""
 
     def piece_cosines(self, docs: np.ndarray, q_vec: np.ndarray) -> np.ndarray: ...
 
     def piece_cosine_ranks(self, docs: np.ndarray, q_vec: np.ndarray) -> np.ndarray: ...
+
+    def note_groups(self, docs: np.ndarray, q_vec: np.ndarray) -> Any: ...
 
 
 def fused_over(docs: np.ndarray, bm25_all: np.ndarray, q_vec: np.ndarray, index: PieceCosines,
@@ -103,3 +106,149 @@ def fused_over(docs: np.ndarray, bm25_all: np.ndarray, q_vec: np.ndarray, index:
     else:
         out[docs] = fuse(bm25_all[docs], index.piece_cosines(docs, q_vec), cfg)
     return out
+
+
+def best_first(hits: np.ndarray, scores: np.ndarray, k: int) -> list[int]:
+    """The ``k`` best-scoring hits (plus every hit tied with the k-th), best first, ties by position."""
+    if k < len(hits):
+        values = scores[hits]
+        kth = np.partition(values, len(hits) - k)[len(hits) - k]
+        hits = hits[values >= kth]
+    return [int(d) for d in hits[np.lexsort((hits, -scores[hits]))]]
+
+
+class Ranking(Protocol):
+    """Piece documents in fused order, best first, ties by document: what the piece walk and
+    the automatic signals read, without asking for every document's score."""
+
+    def __len__(self) -> int: ...
+
+    def best(self, k: int) -> list[int]:
+        """The ``k`` best documents and every one tied with the k-th, best first."""
+        ...
+
+    def score(self, docs: Sequence[int] | np.ndarray) -> np.ndarray: ...
+
+    def smallest(self, tokens: np.ndarray) -> int:
+        """At most the fewest tokens of a ranked document (a bound the walk stops at)."""
+        ...
+
+    def without(self, docs: Sequence[int]) -> Ranking: ...
+
+
+class DenseRanking:
+    """``hits`` (ascending documents) ranked by a score array over all documents."""
+
+    def __init__(self, hits: np.ndarray, scores: np.ndarray) -> None:
+        self.hits = np.asarray(hits, dtype=np.int64)
+        self.scores = scores
+
+    def __len__(self) -> int:
+        return len(self.hits)
+
+    def best(self, k: int) -> list[int]:
+        return best_first(self.hits, self.scores, k)
+
+    def score(self, docs: Sequence[int] | np.ndarray) -> np.ndarray:
+        return self.scores[np.asarray(docs, dtype=np.int64)]
+
+    def smallest(self, tokens: np.ndarray) -> int:
+        return int(np.min(tokens[self.hits])) if len(self.hits) else 0
+
+    def without(self, docs: Sequence[int]) -> DenseRanking:
+        return DenseRanking(without(self.hits, docs), self.scores)
+
+
+class NoteRanking:
+    """Reciprocal rank fusion over documents ranked by their notes (:class:`~.index.NoteGroups`),
+    exactly as :func:`fused_over` scores them, without a score per document: a piece that
+    matches no query word scores ``w / (k + its cosine rank)``, which falls as the rank grows,
+    so the ``n`` best are among the matching pieces and the ``n`` best-ranked others. At
+    13,333 units that is a few hundred documents, where the dense fusion and its partition
+    went over 160,000 per walk."""
+
+    def __init__(self, groups: Any, bm25_all: np.ndarray, cfg: FlexAMemConfig,
+                 excluded: np.ndarray | None = None) -> None:
+        self.groups = groups
+        self.bm25_all = bm25_all
+        self.cfg = cfg
+        docs = groups.docs
+        lexical = bm25_all[docs]
+        self.lex_pos = np.flatnonzero(lexical > 0)
+        w, k = cfg.fusion_weight, cfg.fusion_k
+        # the matching pieces rank first by BM25, so ranking them alone gives their ranks
+        self.lex_score = w / (k + groups.ranks_at(self.lex_pos)) + (1.0 - w) / (k + ranks(lexical[self.lex_pos])) \
+            if len(self.lex_pos) else np.zeros(0)
+        #: Positions (into ``groups.docs``, ascending) of the documents left out.
+        self.excluded_pos = np.zeros(0, dtype=np.int64) if excluded is None else excluded
+
+    def __len__(self) -> int:
+        return len(self.groups.docs) - len(self.excluded_pos)
+
+    def _scores_at(self, positions: np.ndarray) -> np.ndarray:
+        w, k = self.cfg.fusion_weight, self.cfg.fusion_k
+        out = w / (k + self.groups.ranks_at(positions))
+        at = np.searchsorted(self.lex_pos, positions)
+        hit = (at < len(self.lex_pos)) & (self.lex_pos[np.minimum(at, len(self.lex_pos) - 1)] == positions) \
+            if len(self.lex_pos) else np.zeros(len(positions), dtype=bool)
+        out[hit] = self.lex_score[at[hit]]
+        return out
+
+    def score(self, docs: Sequence[int] | np.ndarray) -> np.ndarray:
+        return self._scores_at(np.searchsorted(self.groups.docs, np.asarray(docs, dtype=np.int64)))
+
+    def best(self, k: int) -> list[int]:
+        docs = self.groups.docs
+        gone = self.excluded_pos
+        lex = without(self.lex_pos, gone)
+        n = k + len(self.lex_pos) + len(gone)  # enough to hold k others after leaving those out
+        others = self.groups.best_positions(n)
+        if len(self.lex_pos) or len(gone):
+            others = without(np.sort(others), np.union1d(self.lex_pos, gone))
+            others = others[np.argsort(self.groups.ranks_at(others), kind="stable")]
+        # Every document left out scores less than each of the k best others kept: so the k
+        # best candidates, and every one tied with the k-th, are those of all documents.
+        pos = np.concatenate((lex, others[:k]))
+        cand, scores = docs[pos], self._scores_at(pos)
+        order = np.lexsort((cand, -scores))
+        cand, scores = cand[order], scores[order]
+        if k < len(cand):
+            cand = cand[scores >= scores[k - 1]] if k > 0 else cand[:0]
+        return [int(d) for d in cand]
+
+    def smallest(self, tokens: np.ndarray) -> int:
+        return int(np.min(tokens[self.groups.docs])) if len(self.groups.docs) else 0
+
+    def without(self, docs: Sequence[int]) -> NoteRanking:
+        all_docs = self.groups.docs
+        drop = np.asarray(docs, dtype=np.int64)
+        at = np.searchsorted(all_docs, drop)
+        at = at[(at < len(all_docs)) & (all_docs[np.minimum(at, len(all_docs) - 1)] == drop)]
+        out = NoteRanking.__new__(NoteRanking)
+        out.__dict__.update(self.__dict__)
+        out.excluded_pos = np.union1d(self.excluded_pos, at).astype(np.int64)
+        return out
+
+
+def fused_ranking(docs: np.ndarray, bm25_all: np.ndarray, q_vec: np.ndarray, index: PieceCosines,
+                  cfg: FlexAMemConfig) -> Ranking:
+    """The fused order of ``docs`` (ascending): by notes where the index ranks them so under
+    ``rrf`` (:class:`NoteRanking`), else by the dense fused scores (:func:`fused_over`)."""
+    if cfg.fusion == "rrf" and len(docs):
+        groups = index.note_groups(docs, q_vec)
+        if groups is not None:
+            return NoteRanking(groups, bm25_all, cfg)
+    return DenseRanking(docs, fused_over(docs, bm25_all, q_vec, index, cfg, len(bm25_all)))
+
+
+def without(hits: np.ndarray, some: Sequence[int] | np.ndarray) -> np.ndarray:
+    """``hits`` (ascending) less the documents in ``some``: a binary search per document
+    left out, where ``np.isin`` sorted all 160,000 old pieces each time."""
+    drop = np.asarray(some, dtype=np.int64)
+    if len(drop) == 0 or len(hits) == 0:
+        return hits
+    at = np.searchsorted(hits, drop)
+    at = at[(at < len(hits)) & (hits[np.minimum(at, len(hits) - 1)] == drop)]
+    keep = np.ones(len(hits), dtype=bool)
+    keep[at] = False
+    return hits[keep]

@@ -8,6 +8,7 @@ no render rescans the history.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from itertools import repeat
 from typing import Any
 
@@ -39,6 +40,35 @@ def top_k(values: np.ndarray, k: int) -> np.ndarray:
         idx = np.arange(n)
     return idx[np.lexsort((idx, -values[idx]))][:k]
 
+
+
+@dataclass(frozen=True)
+class NoteGroups:
+    """Old piece documents ranked by their notes' cosines (agents: no piece has its own
+    vector). ``docs`` ascend; the pieces of one note are the run ``starts[g] ..
+    starts[g] + counts[g]`` of positions in ``docs``, ranked ``first[g]``, ``first[g] + 1``,
+    ...; ``order`` lists the runs best first. So a piece's rank is known without ranking
+    every piece, and the best pieces are the first runs of ``order``."""
+
+    docs: np.ndarray
+    starts: np.ndarray
+    counts: np.ndarray
+    first: np.ndarray
+    order: np.ndarray
+
+    def ranks_at(self, positions: np.ndarray) -> np.ndarray:
+        """The cosine rank of the pieces at ``positions`` (into ``docs``)."""
+        g = np.searchsorted(self.starts, positions, side="right") - 1
+        return self.first[g] + (positions - self.starts[g])
+
+    def best_positions(self, n: int) -> np.ndarray:
+        """Positions of the ``n`` best-ranked pieces (fewer if there are fewer), best first."""
+        take = int(np.searchsorted(np.cumsum(self.counts[self.order]), n)) + 1
+        runs = self.order[:take]
+        counts = self.counts[runs]
+        at = np.repeat(self.starts[runs], counts) + (np.arange(int(counts.sum())) - np.repeat(
+            np.cumsum(counts) - counts, counts))
+        return at[:n]
 
 class _Rows:
     """A float32 matrix that grows by rows: a read-only ``base`` (the piece vectors of a
@@ -149,8 +179,7 @@ class NamespaceIndex:
         #: The piece document of each of those rows.
         self._own_docs = GrowableArray(np.int64)
         self._last_cosines: tuple[np.ndarray, _Rows, int, np.ndarray] | None = None
-        self._last_ranks: tuple[np.ndarray, np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray] | None] | None \
-            = None
+        self._last_ranks: tuple[np.ndarray, np.ndarray, np.ndarray | None, NoteGroups | None] | None = None
         self.unit_docs: dict[str, range] = {}
         self.merged: dict[str, MergedRecord] = {}
         #: Timeline items already built, keyed by (start, end, last unit key[, writer]).
@@ -464,31 +493,42 @@ class NamespaceIndex:
         none of ``docs`` has its own vector (agents by default) and they ascend, a piece's
         cosine is its note's and a note's pieces are neighbours, so ranking the notes and
         numbering each note's pieces in order gives the same ranks: a sort of 13,333 notes,
-        not of 160,000 pieces."""
-        return self._cosine_ranks(docs, q_vec)[0]
-
-    def note_first_ranks(self, docs: np.ndarray, q_vec: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-        """Where :meth:`piece_cosine_ranks` ranks ``docs`` by their notes: where each note's
-        run of pieces starts in ``docs`` and the rank of its first piece (the best-ranked of
-        them); None where the pieces are ranked one by one."""
-        return self._cosine_ranks(docs, q_vec)[1]
-
-    def _cosine_ranks(self, docs: np.ndarray, q_vec: np.ndarray
-                      ) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray] | None]:
+        not of 160,000 pieces (:meth:`note_groups`)."""
         docs = np.asarray(docs, dtype=np.int64)
         if 8 * len(docs) <= len(self.doc_unit):  # a few documents: their own product, as piece_cosines
-            return ranks(self.piece_cosines(docs, q_vec)), None
+            return ranks(self.piece_cosines(docs, q_vec))
+        cos_all, groups = self._ranked(docs, q_vec)
+        last = self._last_ranks
+        assert last is not None
+        if last[2] is None:
+            if groups is None:
+                out = ranks(cos_all[docs]) if len(docs) else np.zeros(0, dtype=np.float64)
+            else:
+                out = np.repeat(groups.first, groups.counts) + (
+                    np.arange(len(docs)) - np.repeat(groups.starts, groups.counts))
+            out.setflags(write=False)
+            self._last_ranks = (last[0], last[1], out, last[3])
+            return out
+        return last[2]
+
+    def note_groups(self, docs: np.ndarray, q_vec: np.ndarray) -> NoteGroups | None:
+        """Where :meth:`piece_cosine_ranks` ranks ``docs`` by their notes, the notes' runs of
+        pieces in ``docs`` with the rank of each run's first piece; None where the pieces
+        are ranked one by one (a few documents, own piece vectors, or ``docs`` not ascending)."""
+        docs = np.asarray(docs, dtype=np.int64)
+        if 8 * len(docs) <= len(self.doc_unit):
+            return None
+        return self._ranked(docs, q_vec)[1]
+
+    def _ranked(self, docs: np.ndarray, q_vec: np.ndarray) -> tuple[np.ndarray, NoteGroups | None]:
+        """Every piece's cosine, and the note groups of ``docs`` (kept for the same query and docs)."""
         cos_all = self._all_cosines(q_vec)
         last = self._last_ranks
         if last is not None and last[0] is cos_all and np.array_equal(last[1], docs):
-            return last[2], last[3]
+            return cos_all, last[3]
         groups = None
         ascending = len(docs) < 2 or bool((docs[1:] > docs[:-1]).all())
-        if len(docs) == 0:
-            out = np.zeros(0, dtype=np.float64)
-        elif not ascending or not self._note_ranked_docs(docs):
-            out = ranks(cos_all[docs])
-        else:
+        if len(docs) and ascending and self._note_ranked_docs(docs):
             owner = self._doc_note.view[docs]
             starts = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]])
             counts = np.diff(np.append(starts, len(docs)))
@@ -499,11 +539,9 @@ class NamespaceIndex:
             order[group.astype(np.int64) - 1] = np.arange(len(starts))
             first = np.empty(len(starts), dtype=np.float64)
             first[order] = np.cumsum(counts[order]) - counts[order] + 1
-            out = np.repeat(first, counts) + (np.arange(len(docs)) - np.repeat(starts, counts))
-            groups = (starts, first)
-        out.setflags(write=False)
-        self._last_ranks = (cos_all, docs.copy(), out, groups)
-        return out, groups
+            groups = NoteGroups(docs.copy(), starts, counts, first, order)
+        self._last_ranks = (cos_all, docs.copy(), None, groups)
+        return cos_all, groups
 
     def _note_ranked_docs(self, docs: np.ndarray) -> bool:
         """Whether ``docs`` (ascending) all take their note's cosine (no own vector among them)."""

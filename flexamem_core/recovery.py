@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from .config import FlexAMemConfig
-from .fusion import fused_over, ranks
+from .fusion import DenseRanking, Ranking, fused_over, fused_ranking, ranks
 from .index import NamespaceIndex, top_k
 from .protocols import Tokenizer
 from .schema import Note, Piece
@@ -153,18 +153,17 @@ def _best_piece_scores(notes: Sequence[Note], rows: np.ndarray, index: Namespace
         return best
     to_old = np.full(len(index.notes), -1, dtype=np.int64)
     to_old[rows] = np.arange(len(notes))
-    groups = index.note_first_ranks(docs, q_vec) if cfg.fusion == "rrf" else None
+    groups = index.note_groups(docs, q_vec) if cfg.fusion == "rrf" else None
     if groups is not None:
         # Ranked by their notes (agents): a note's pieces hold consecutive cosine ranks from
         # its first, so a unit's best piece is its first or one with a lexical match. The same
         # values as the dense fusion below, at the cost of the units and the matching pieces.
-        starts, first = groups
         w, k = cfg.fusion_weight, cfg.fusion_k
-        best[to_old[index.doc_note_array()[docs[starts]]]] = w / (k + first)
+        best[to_old[index.doc_note_array()[docs[groups.starts]]]] = w / (k + groups.first)
         lexical = bm25[docs]
         hit = np.flatnonzero(lexical > 0)
         if len(hit):
-            fused_hit = w / (k + index.piece_cosine_ranks(docs, q_vec)[hit])
+            fused_hit = w / (k + groups.ranks_at(hit))
             fused_hit += (1.0 - w) / (k + ranks(lexical[hit]))
             np.maximum.at(best, to_old[index.doc_note_array()[docs[hit]]], fused_hit)
         return best
@@ -454,19 +453,6 @@ def old_docs(notes: Sequence[Note], index: NamespaceIndex) -> np.ndarray:
     return np.concatenate(docs) if docs else np.zeros(0, dtype=np.int64)
 
 
-def _without(hits: np.ndarray, some: Sequence[int]) -> np.ndarray:
-    """``hits`` (ascending) less the documents in ``some``: a binary search per document
-    left out, where ``np.isin`` sorted all 160,000 old pieces each time."""
-    drop = np.asarray(some, dtype=np.int64)
-    if len(drop) == 0 or len(hits) == 0:
-        return hits
-    at = np.searchsorted(hits, drop)
-    at = at[(at < len(hits)) & (hits[np.minimum(at, len(hits) - 1)] == drop)]
-    keep = np.ones(len(hits), dtype=bool)
-    keep[at] = False
-    return hits[keep]
-
-
 def piece_recovery(notes: Sequence[Note], timeline: Timeline, query_text: str, q_vec: np.ndarray,
                    room: int, allowance: int, index: NamespaceIndex, tokenizer: Tokenizer,
                    cfg: FlexAMemConfig | None = None, first: Sequence[int] = ()) -> MemoryRender:
@@ -485,12 +471,8 @@ def piece_recovery(notes: Sequence[Note], timeline: Timeline, query_text: str, q
     store, ns = index.store, index.namespace
     bm25 = index.bm25.scores(index.bm25.query_terms(query_text, cfg.query_terms))
     old = old_docs(notes, index)
-    if cfg.fusion == "bm25":
-        scores = bm25
-        hits = old[bm25[old] > 0]
-    else:
-        hits = old
-        scores = fused_over(hits, bm25, q_vec, index, cfg, len(bm25))
+    ranking: Ranking = DenseRanking(old[bm25[old] > 0], bm25) if cfg.fusion == "bm25" \
+        else fused_ranking(old, bm25, q_vec, index, cfg)
     tokens = index.doc_tokens_array()
     pos_of = positions(notes, index)
     cache: dict[str, list[Piece]] = {}
@@ -510,8 +492,8 @@ def piece_recovery(notes: Sequence[Note], timeline: Timeline, query_text: str, q
         room -= cost
         framing.take(d, cost)
     if forced:
-        hits = _without(hits, forced)
-    chosen = forced + select_pieces(hits, scores, tokens, room, lambda run: index.piece_cosines(run, q_vec), framing)
+        ranking = ranking.without(forced)
+    chosen = forced + select_pieces(ranking, tokens, room, lambda run: index.piece_cosines(run, q_vec), framing)
     raws: dict[str, str] = {}
 
     def raw_of(key: str) -> str:
@@ -557,7 +539,7 @@ def piece_recovery(notes: Sequence[Note], timeline: Timeline, query_text: str, q
     if len(kept) == len(chosen) and allowance - n > 0:
         # The framing estimate is an upper bound (a later neighbour joins a run): fill the
         # room it left, counted exactly this time, with the next best pieces.
-        more = select_pieces(_without(hits, chosen), scores, tokens,
+        more = select_pieces(ranking.without(chosen), tokens,
                              allowance - n, lambda run: index.piece_cosines(run, q_vec), framing)
         if more:
             elements += [Element(pos_of[index.doc_unit[d]], len(chosen) + r, "piece", str(d), int(tokens[d]), False)
@@ -565,9 +547,10 @@ def piece_recovery(notes: Sequence[Note], timeline: Timeline, query_text: str, q
             chosen = [*chosen, *more]
             text, n, kept = shrink(assembler, elements, allowance, tail)
     spent = {"timeline": timeline.total, "raw": 0, "excerpt": 0, "pieces": max(0, n - timeline.total)}
+    kept_scores = ranking.score([int(e.text) for e in kept]) if kept else np.zeros(0)
     pieces = [{"unit": notes[e.pos].unit_key, "piece": index.doc_piece[int(e.text)],
-               "score": round(float(scores[int(e.text)]), 6), "bm25": round(float(bm25[int(e.text)]), 4),
-               "rank": e.rank} for e in kept]
+               "score": round(float(score), 6), "bm25": round(float(bm25[int(e.text)]), 4),
+               "rank": e.rank} for e, score in zip(kept, kept_scores)]
     counts: dict[int, int] = {}
     for e in kept:
         counts[e.pos] = counts.get(e.pos, 0) + 1
@@ -648,10 +631,11 @@ class _PieceAssembler(Assembler):
 MAX_MISSES = 64
 
 
-def select_pieces(hits: Sequence[int] | np.ndarray, scores: np.ndarray, tokens: Sequence[int] | np.ndarray,
-                  room: int, cosine: Callable[[list[int]], np.ndarray], framing: _Framing | None = None) -> list[int]:
-    """Pieces in BM25 rank order, taken greedily while they fit ``room`` (with ``framing``:
-    what each costs to show, marks and headers included, so the memory seldom has to drop one).
+def select_pieces(ranking: Ranking, tokens: Sequence[int] | np.ndarray, room: int,
+                  cosine: Callable[[list[int]], np.ndarray], framing: _Framing | None = None) -> list[int]:
+    """Pieces in ``ranking``'s order (BM25 or fused), taken greedily while they fit ``room``
+    (with ``framing``: what each costs to show, marks and headers included, so the memory
+    seldom has to drop one).
 
     Ties go to ``cosine`` with the query (stored vectors, no model call), then to the
     earlier piece; only a run of equal scores that does not fit whole needs that order (a
@@ -661,33 +645,32 @@ def select_pieces(hits: Sequence[int] | np.ndarray, scores: np.ndarray, tokens: 
     label and header cost, and with every old piece a candidate (RRF), pricing the rest of
     160,000 pieces took up to 1.8 s of a render at 13,333 units.
     """
-    hits = np.asarray(hits, dtype=np.int64)
     chosen: list[int] = []
-    if len(hits) == 0 or room <= 0:
+    if len(ranking) == 0 or room <= 0:
         return chosen
     # Only the best pieces can fit: sort the top ones (all pieces tied with the last of
     # them included), and widen only if the room is not used up by them.
     tokens_of = np.asarray(tokens)
-    smallest = max(1, int(np.min(tokens_of[hits])))
+    smallest = max(1, ranking.smallest(tokens_of))
     # Every piece shown costs at least its tokens and the newline before it: a piece that
     # cannot fit even so is passed over without pricing its marks (with RRF every old piece
     # is a candidate, and pricing them all once the room is nearly used took seconds).
     least = 1 if framing is not None else 0
-    order = best_first(hits, scores, 4 * (room // smallest + 1))
-    runs = _Runs(order, scores, tokens_of)
+    order = ranking.best(4 * (room // smallest + 1))
+    runs = _Runs(order, ranking.score(order), tokens_of)
     i = misses = 0
     while room >= smallest + least and misses < MAX_MISSES:
         # the next run of equal scores holding a piece that could fit (found in C: once the
         # room is nearly used, most candidates are passed over here, none of them priced)
         nxt = runs.next_fitting(i, room - least)
         if nxt is None:
-            if len(order) >= len(hits):
+            if len(order) >= len(ranking):
                 break
             # ties at the cut are all included, so the longer order starts with this one and
             # its runs: go on after it (no piece of it could fit the room there is now)
             i = len(order)
-            order = best_first(hits, scores, 8 * len(order))
-            runs = _Runs(order, scores, tokens_of)
+            order = ranking.best(8 * len(order))
+            runs = _Runs(order, ranking.score(order), tokens_of)
             continue
         i, j = nxt
         run = order[i:j]
@@ -716,13 +699,13 @@ def select_pieces(hits: Sequence[int] | np.ndarray, scores: np.ndarray, tokens: 
 class _Runs:
     """The runs of equal scores of a best-first order, with the smallest piece of each."""
 
-    def __init__(self, order: list[int], scores: np.ndarray, tokens: np.ndarray) -> None:
+    def __init__(self, order: list[int], values: np.ndarray, tokens: np.ndarray) -> None:
+        """``values``: the scores of ``order``, in its order."""
         arr = np.asarray(order, dtype=np.int64)
         self.n = len(arr)
         if self.n == 0:
             self.starts = self.stops = self.smallest = np.zeros(0, dtype=np.int64)
             return
-        values = scores[arr]
         self.starts = np.concatenate(([0], np.flatnonzero(values[1:] != values[:-1]) + 1)).astype(np.int64)
         self.stops = np.append(self.starts[1:], self.n)
         self.smallest = np.minimum.reduceat(tokens[arr], self.starts)
@@ -736,12 +719,3 @@ class _Runs:
             return None
         r += int(ok[0])
         return int(self.starts[r]), int(self.stops[r])
-
-
-def best_first(hits: np.ndarray, scores: np.ndarray, k: int) -> list[int]:
-    """The ``k`` best-scoring hits (plus every hit tied with the k-th), best first, ties by position."""
-    if k < len(hits):
-        values = scores[hits]
-        kth = np.partition(values, len(hits) - k)[len(hits) - k]
-        hits = hits[values >= kth]
-    return [int(d) for d in hits[np.lexsort((hits, -scores[hits]))]]

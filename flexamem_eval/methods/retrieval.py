@@ -19,6 +19,7 @@ import numpy as np
 from flexamem_core import Message
 from flexamem_core.bm25 import BM25Index, content_words
 from flexamem_core.embeddings import normalize as unit_norm
+from flexamem_core.fusion import DenseRanking
 from flexamem_core.pieces import cut_pieces
 from flexamem_core.recovery import PIECES_HEADER, omission_join, select_pieces
 from flexamem_core.schema import Piece, Unit
@@ -78,7 +79,7 @@ class _PieceStore:
                 q_vec.append(self.env.embedder.embed([query])[0])
             return self.embed(run) @ q_vec[0]
 
-        return select_pieces(hits, scores, tokens, room, cosine)
+        return select_pieces(DenseRanking(np.asarray(hits, dtype=np.int64), scores), tokens, room, cosine)
 
     def render_pieces(self, docs: Sequence[int]) -> str:
         """Chosen pieces grouped by unit in time order, omitted text marked, as the core shows them."""

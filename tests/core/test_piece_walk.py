@@ -9,6 +9,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from flexamem_core.fusion import DenseRanking, without
 from flexamem_core.recovery import MAX_MISSES, select_pieces
 
 
@@ -67,7 +68,7 @@ def test_the_walk_chooses_what_the_definition_chooses(n, room, levels, seed):
     tokens = rng.integers(1, 160, n + 3)
     hits = np.sort(rng.choice(n + 3, size=n, replace=False))
     cos = rng.random(n + 3)
-    got = select_pieces(hits, scores, tokens, room, lambda run: cos[np.asarray(run)])
+    got = select_pieces(DenseRanking(hits, scores), tokens, room, lambda run: cos[np.asarray(run)])
     assert got == definition(hits, scores, tokens, room, cos)
 
 
@@ -78,7 +79,7 @@ def test_a_nearly_full_room_passes_over_what_cannot_fit():
     scores = np.linspace(1.0, 0.1, n)
     tokens = np.full(n, 50)
     tokens[-3:] = [10, 25, 8]
-    got = select_pieces(np.arange(n), scores, tokens, 30, lambda run: np.zeros(len(run)))
+    got = select_pieces(DenseRanking(np.arange(n), scores), tokens, 30, lambda run: np.zeros(len(run)))
     assert got == [n - 3, n - 1]
 
 
@@ -92,7 +93,7 @@ def test_the_framed_walk_stops_after_a_run_of_misses(n, room, levels, seed):
     extra = rng.integers(1, 80, n + 3)  # often more than the room left: misses
     hits = np.sort(rng.choice(n + 3, size=n, replace=False))
     cos = rng.random(n + 3)
-    got = select_pieces(hits, scores, tokens, room, lambda run: cos[np.asarray(run)], Framing(extra))
+    got = select_pieces(DenseRanking(hits, scores), tokens, room, lambda run: cos[np.asarray(run)], Framing(extra))
     assert got == definition(hits, scores, tokens, room, cos, extra)
 
 
@@ -109,14 +110,12 @@ def test_a_nearly_full_room_stops_pricing_pieces_whose_framing_cannot_fit():
 
     tokens = np.full(n, 10)
     tokens[:3] = 500  # the best three fill the room but 30 tokens
-    got = select_pieces(np.arange(n), np.linspace(1.0, 0.1, n), tokens, 3 * 540 + 30,
+    got = select_pieces(DenseRanking(np.arange(n), np.linspace(1.0, 0.1, n)), tokens, 3 * 540 + 30,
                         lambda run: np.zeros(len(run)), Counting(np.full(n, 40)))
     assert got == [0, 1, 2] and len(priced) == 3 + MAX_MISSES
 
 
 @given(st.lists(st.integers(0, 300), unique=True), st.lists(st.integers(-5, 305), max_size=40))
 def test_leaving_documents_out_keeps_the_rest_in_order(hits, some):
-    from flexamem_core.recovery import _without
-
     hits = np.asarray(sorted(hits), dtype=np.int64)
-    assert _without(hits, some).tolist() == [d for d in hits.tolist() if d not in set(some)]
+    assert without(hits, some).tolist() == [d for d in hits.tolist() if d not in set(some)]

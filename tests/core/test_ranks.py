@@ -113,3 +113,38 @@ def test_each_units_best_piece_is_the_best_of_the_dense_fusion(indexes, hashing_
     owner = index.doc_note_array()[docs]
     expected = np.array([dense[owner == u].max() if (owner == u).any() else -np.inf for u in range(len(notes))])
     np.testing.assert_array_equal(got, expected)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**32 - 1), n_old=st.integers(10, 60), k=st.integers(1, 400),
+       weight=st.sampled_from([0.0, 0.3, 0.5, 1.0]), n_out=st.integers(0, 30))
+def test_the_note_ranking_orders_as_the_dense_fusion(indexes, hashing_embedder, seed, n_old, k, weight, n_out):
+    """The walk reads the k best old pieces from the notes' ranking (the matching pieces and
+    the k best-ranked others): the same documents, ties and scores as ``best_first`` over the
+    dense fusion of every piece, also after leaving some documents out."""
+    from flexamem_core import FlexAMemConfig
+    from flexamem_core.bm25 import terms
+    from flexamem_core.fusion import DenseRanking, NoteRanking, fused_over, fused_ranking
+
+    index = indexes[0]  # agents: pieces ranked by their notes
+    rng = np.random.default_rng(seed)
+    words = sorted(set(terms(f"garden kettle invoice value config parser error src py {seed}")))
+    query = " ".join(rng.permutation(words)[: int(rng.integers(1, len(words) + 1))])
+    q = hashing_embedder.embed([query])[0] * (1 if rng.random() < 0.7 else -1)
+    cfg = FlexAMemConfig(fusion_weight=weight)
+    notes = index.notes[: min(n_old, len(index.notes))]
+    docs = np.arange(index.unit_docs[notes[-1].unit_key].stop)
+    bm25 = index.bm25.scores(index.bm25.query_terms(query, cfg.query_terms))
+    sparse = fused_ranking(docs, bm25, q, index, cfg)
+    if 8 * len(docs) <= len(index.doc_unit):
+        assert isinstance(sparse, DenseRanking)
+        return
+    assert isinstance(sparse, NoteRanking)
+    dense = DenseRanking(docs, fused_over(docs, bm25, q, index, cfg, len(bm25)))
+    out = rng.choice(len(docs), size=min(n_out, len(docs)), replace=False).tolist()
+    for a, b in ((sparse, dense), (sparse.without(out), dense.without(out))):
+        assert len(a) == len(b)
+        best = a.best(k)
+        assert best == b.best(k)
+        np.testing.assert_array_equal(a.score(best), b.score(best))
+        np.testing.assert_array_equal(a.score(docs), dense.scores[docs])
