@@ -119,6 +119,7 @@ class BM25Index:
         # grows, so that pair names the result): one render scores the same words for the
         # automatic rule's signals and for the pieces it then shows.
         self._last_scores: tuple[frozenset[str], int, np.ndarray] | None = None
+        self._last_norm: tuple[tuple[int, int], np.ndarray] | None = None
 
     def __len__(self) -> int:
         return len(self._lengths) + len(self._pending_lengths)
@@ -225,6 +226,18 @@ class BM25Index:
         avgdl = self._total / n_docs if self._total else 1.0
         return self.k1 * (1.0 - self.b + self.b * lengths / avgdl)
 
+    def _norm_all(self) -> np.ndarray:
+        """Every document's length normalisation, kept until a document is added (a query
+        with a new set of words reuses it; it was a pass over all documents per query)."""
+        lengths = self._length_array()
+        key = (len(self), self._total)  # documents are only ever appended
+        last = self._last_norm
+        if last is not None and last[0] == key:
+            return last[1]
+        norm = self._norm(lengths)
+        self._last_norm = (key, norm)
+        return norm
+
     def scores(self, query: Iterable[str]) -> np.ndarray:
         """BM25 score of every document for a set of query terms (dense, float64, read-only:
         the same array comes back for the same terms until a document is added)."""
@@ -235,7 +248,7 @@ class BM25Index:
             return last[2]
         out = np.zeros(n_docs, dtype=np.float64)
         if n_docs:
-            norm = self._norm(self._length_array())
+            norm = self._norm_all()
             for term in sorted(terms):
                 p = self._term(term)
                 if p is None:

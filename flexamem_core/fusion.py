@@ -164,23 +164,25 @@ class NoteRanking:
     exactly as :func:`fused_over` scores them, without a score per document: a piece that
     matches no query word scores ``w / (k + its cosine rank)``, which falls as the rank grows,
     so the ``n`` best are among the matching pieces and the ``n`` best-ranked others. At
-    13,333 units that is a few hundred documents, where the dense fusion and its partition
-    went over 160,000 per walk."""
+    13,333 units that is the matching pieces and a few hundred others, where the dense fusion
+    and its partition went over 160,000 per walk."""
 
-    def __init__(self, groups: Any, bm25_all: np.ndarray, cfg: FlexAMemConfig,
-                 excluded: np.ndarray | None = None) -> None:
+    def __init__(self, groups: Any, bm25_all: np.ndarray, cfg: FlexAMemConfig) -> None:
         self.groups = groups
-        self.bm25_all = bm25_all
         self.cfg = cfg
         docs = groups.docs
         lexical = bm25_all[docs]
+        #: Positions (into ``groups.docs``, ascending) of the matching pieces, and their scores.
         self.lex_pos = np.flatnonzero(lexical > 0)
         w, k = cfg.fusion_weight, cfg.fusion_k
         # the matching pieces rank first by BM25, so ranking them alone gives their ranks
         self.lex_score = w / (k + groups.ranks_at(self.lex_pos)) + (1.0 - w) / (k + ranks(lexical[self.lex_pos])) \
             if len(self.lex_pos) else np.zeros(0)
-        #: Positions (into ``groups.docs``, ascending) of the documents left out.
-        self.excluded_pos = np.zeros(0, dtype=np.int64) if excluded is None else excluded
+        #: Positions of the documents left out (:meth:`without`), ascending.
+        self.excluded_pos = np.zeros(0, dtype=np.int64)
+        self._skip: np.ndarray | None = None  # True at the matching and the left-out positions
+        self._excluded_mask: np.ndarray | None = None
+        self._smallest: int | None = None
 
     def __len__(self) -> int:
         return len(self.groups.docs) - len(self.excluded_pos)
@@ -188,10 +190,10 @@ class NoteRanking:
     def _scores_at(self, positions: np.ndarray) -> np.ndarray:
         w, k = self.cfg.fusion_weight, self.cfg.fusion_k
         out = w / (k + self.groups.ranks_at(positions))
-        at = np.searchsorted(self.lex_pos, positions)
-        hit = (at < len(self.lex_pos)) & (self.lex_pos[np.minimum(at, len(self.lex_pos) - 1)] == positions) \
-            if len(self.lex_pos) else np.zeros(len(positions), dtype=bool)
-        out[hit] = self.lex_score[at[hit]]
+        if len(self.lex_pos):
+            at = np.searchsorted(self.lex_pos, positions)
+            hit = (at < len(self.lex_pos)) & (self.lex_pos[np.minimum(at, len(self.lex_pos) - 1)] == positions)
+            out[hit] = self.lex_score[at[hit]]
         return out
 
     def score(self, docs: Sequence[int] | np.ndarray) -> np.ndarray:
@@ -199,25 +201,57 @@ class NoteRanking:
 
     def best(self, k: int) -> list[int]:
         docs = self.groups.docs
-        gone = self.excluded_pos
-        lex = without(self.lex_pos, gone)
-        n = k + len(self.lex_pos) + len(gone)  # enough to hold k others after leaving those out
-        others = self.groups.best_positions(n)
-        if len(self.lex_pos) or len(gone):
-            others = without(np.sort(others), np.union1d(self.lex_pos, gone))
-            others = others[np.argsort(self.groups.ranks_at(others), kind="stable")]
-        # Every document left out scores less than each of the k best others kept: so the k
-        # best candidates, and every one tied with the k-th, are those of all documents.
-        pos = np.concatenate((lex, others[:k]))
-        cand, scores = docs[pos], self._scores_at(pos)
+        if self._skip is None:
+            self._skip = self._skip_excluded().copy()
+            self._skip[self.lex_pos] = True
+        # the k best-ranked others (positions come in rank order), asked for in growing numbers
+        # when many of the best-ranked are matching or left out
+        n = k + len(self.excluded_pos)
+        while True:
+            pos = self.groups.best_positions(n)
+            others = pos[~self._skip[pos]]
+            if len(others) >= k or len(pos) < n:
+                break
+            n *= 2
+        others = others[:k]
+        # the k best matching pieces, and every one tied with the k-th (as best_first does)
+        lex, lex_score = self.lex_pos, self.lex_score
+        if len(self.excluded_pos) and len(lex):
+            kept = ~self._skip_excluded()[lex]
+            lex, lex_score = lex[kept], lex_score[kept]
+        if k < len(lex):
+            kth = np.partition(lex_score, len(lex) - k)[len(lex) - k]
+            top = lex_score >= kth
+            lex, lex_score = lex[top], lex_score[top]
+        # Every document left out scores less than the k-th best candidate: so the k best
+        # candidates, and every one tied with the k-th, are those of all documents.
+        w, c = self.cfg.fusion_weight, self.cfg.fusion_k
+        at = np.concatenate((lex, others))
+        cand = docs[at]
+        scores = np.concatenate((lex_score, w / (c + self.groups.ranks_at(others))))
         order = np.lexsort((cand, -scores))
         cand, scores = cand[order], scores[order]
         if k < len(cand):
             cand = cand[scores >= scores[k - 1]] if k > 0 else cand[:0]
         return [int(d) for d in cand]
 
+    def _skip_excluded(self) -> np.ndarray:
+        """True at the left-out positions."""
+        if self._excluded_mask is None:
+            self._excluded_mask = np.zeros(len(self.groups.docs), dtype=bool)
+            self._excluded_mask[self.excluded_pos] = True
+        return self._excluded_mask
+
     def smallest(self, tokens: np.ndarray) -> int:
-        return int(np.min(tokens[self.groups.docs])) if len(self.groups.docs) else 0
+        docs = self.groups.docs
+        if self._smallest is None:  # of every document: shared with the rankings made by without()
+            self._smallest = int(np.min(tokens[docs])) if len(docs) else 0
+        gone = docs[self.excluded_pos]
+        if len(gone) and bool((tokens[gone] == self._smallest).any()):  # rare: the exact one
+            keep = np.ones(len(docs), dtype=bool)
+            keep[self.excluded_pos] = False
+            return int(np.min(tokens[docs[keep]])) if keep.any() else 0
+        return self._smallest
 
     def without(self, docs: Sequence[int]) -> NoteRanking:
         all_docs = self.groups.docs
@@ -227,14 +261,17 @@ class NoteRanking:
         out = NoteRanking.__new__(NoteRanking)
         out.__dict__.update(self.__dict__)
         out.excluded_pos = np.union1d(self.excluded_pos, at).astype(np.int64)
+        out._skip = out._excluded_mask = None
         return out
 
 
 def fused_ranking(docs: np.ndarray, bm25_all: np.ndarray, q_vec: np.ndarray, index: PieceCosines,
                   cfg: FlexAMemConfig) -> Ranking:
     """The fused order of ``docs`` (ascending): by notes where the index ranks them so under
-    ``rrf`` (:class:`NoteRanking`), else by the dense fused scores (:func:`fused_over`)."""
-    if cfg.fusion == "rrf" and len(docs):
+    ``rrf`` (:class:`NoteRanking`), else by the dense fused scores (:func:`fused_over`). With
+    ``fusion_weight`` 0 every piece that matches no word scores 0, all tied, so the dense
+    order it is."""
+    if cfg.fusion == "rrf" and cfg.fusion_weight > 0 and len(docs):
         groups = index.note_groups(docs, q_vec)
         if groups is not None:
             return NoteRanking(groups, bm25_all, cfg)

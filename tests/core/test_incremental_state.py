@@ -60,6 +60,11 @@ def test_scores_inside_ranges_equal_the_dense_scores(docs, query, data):
     for r in ranges:
         mask[r.start:r.stop] = True
     assert np.array_equal(inside[mask], dense[mask]) and not inside[~mask].any()
+    # what a query keeps for the next (the length normalisation) gives what a fresh index gives
+    fresh = BM25Index()
+    fresh.add(docs)
+    for words in (content_words(query + " de"), content_words(query)):
+        assert np.array_equal(index.scores(words), fresh.scores(words))
 
 
 @FAST
