@@ -127,8 +127,11 @@ class SentenceTransformerEmbedder:
                 stack.enter_context(torch.autocast(self.device, dtype=torch.bfloat16))
             vecs = model.encode(texts, batch_size=self.batch_size, convert_to_tensor=True,
                                 show_progress_bar=False)
-        # Normalised in float32 after autocast, so every vector has unit norm to float32 precision.
-        return np.asarray(torch_normalize(vecs.float()).numpy(), dtype=np.float32)
+        # Normalised in float32 after autocast (as sentence-transformers' normalize_embeddings
+        # does), so every vector has unit norm to float32 precision.
+        import torch
+
+        return np.asarray(torch.nn.functional.normalize(vecs.float(), p=2, dim=1).numpy(), dtype=np.float32)
 
     def load(self) -> None:
         """Load the model now and run it once (first inference is slower), so no render waits."""
@@ -153,14 +156,6 @@ class SentenceTransformerEmbedder:
                 vec = self.embed([texts[i]])[0]
             out[i] = vec
         return out
-
-
-def torch_normalize(vecs: Any) -> Any:
-    """Rows of a float tensor scaled to unit L2 norm (zero rows stay zero), as sentence-transformers'
-    ``normalize_embeddings`` does."""
-    import torch
-
-    return torch.nn.functional.normalize(vecs, p=2, dim=1)
 
 
 @contextlib.contextmanager

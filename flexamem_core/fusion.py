@@ -16,6 +16,7 @@ All are deterministic: equal values rank by document number.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -190,10 +191,8 @@ class NoteRanking:
     def _scores_at(self, positions: np.ndarray) -> np.ndarray:
         w, k = self.cfg.fusion_weight, self.cfg.fusion_k
         out = w / (k + self.groups.ranks_at(positions))
-        if len(self.lex_pos):
-            at = np.searchsorted(self.lex_pos, positions)
-            hit = (at < len(self.lex_pos)) & (self.lex_pos[np.minimum(at, len(self.lex_pos) - 1)] == positions)
-            out[hit] = self.lex_score[at[hit]]
+        at, hit = found_at(self.lex_pos, positions)
+        out[hit] = self.lex_score[at[hit]]
         return out
 
     def score(self, docs: Sequence[int] | np.ndarray) -> np.ndarray:
@@ -254,13 +253,9 @@ class NoteRanking:
         return self._smallest
 
     def without(self, docs: Sequence[int]) -> NoteRanking:
-        all_docs = self.groups.docs
-        drop = np.asarray(docs, dtype=np.int64)
-        at = np.searchsorted(all_docs, drop)
-        at = at[(at < len(all_docs)) & (all_docs[np.minimum(at, len(all_docs) - 1)] == drop)]
-        out = NoteRanking.__new__(NoteRanking)
-        out.__dict__.update(self.__dict__)
-        out.excluded_pos = np.union1d(self.excluded_pos, at).astype(np.int64)
+        at, found = found_at(self.groups.docs, np.asarray(docs, dtype=np.int64))
+        out = copy.copy(self)
+        out.excluded_pos = np.union1d(self.excluded_pos, at[found]).astype(np.int64)
         out._skip = out._excluded_mask = None
         return out
 
@@ -278,14 +273,21 @@ def fused_ranking(docs: np.ndarray, bm25_all: np.ndarray, q_vec: np.ndarray, ind
     return DenseRanking(docs, fused_over(docs, bm25_all, q_vec, index, cfg, len(bm25_all)))
 
 
+def found_at(ascending: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Where each of ``values`` is in ``ascending`` (``np.searchsorted``), and whether it is there."""
+    at = np.searchsorted(ascending, values)
+    if len(ascending) == 0:
+        return at, np.zeros(len(at), dtype=bool)
+    return at, (at < len(ascending)) & (ascending[np.minimum(at, len(ascending) - 1)] == values)
+
+
 def without(hits: np.ndarray, some: Sequence[int] | np.ndarray) -> np.ndarray:
     """``hits`` (ascending) less the documents in ``some``: a binary search per document
     left out, where ``np.isin`` sorted all 160,000 old pieces each time."""
     drop = np.asarray(some, dtype=np.int64)
     if len(drop) == 0 or len(hits) == 0:
         return hits
-    at = np.searchsorted(hits, drop)
-    at = at[(at < len(hits)) & (hits[np.minimum(at, len(hits) - 1)] == drop)]
+    at, found = found_at(hits, drop)
     keep = np.ones(len(hits), dtype=bool)
-    keep[at] = False
+    keep[at[found]] = False
     return hits[keep]

@@ -527,6 +527,7 @@ class NamespaceIndex:
         if last is not None and last[0] is cos_all and np.array_equal(last[1], docs):
             return cos_all, last[3]
         groups = None
+        docs = docs.copy()  # kept with the result: the caller's array may change
         ascending = len(docs) < 2 or bool((docs[1:] > docs[:-1]).all())
         if len(docs) and ascending and self._note_ranked_docs(docs):
             owner = self._doc_note.view[docs]
@@ -539,8 +540,8 @@ class NamespaceIndex:
             order[group.astype(np.int64) - 1] = np.arange(len(starts))
             first = np.empty(len(starts), dtype=np.float64)
             first[order] = np.cumsum(counts[order]) - counts[order] + 1
-            groups = NoteGroups(docs.copy(), starts, counts, first, order)
-        self._last_ranks = (cos_all, docs.copy(), None, groups)
+            groups = NoteGroups(docs, starts, counts, first, order)
+        self._last_ranks = (cos_all, docs, None, groups)
         return cos_all, groups
 
     def _note_ranked_docs(self, docs: np.ndarray) -> bool:
