@@ -26,6 +26,8 @@ def test_bench_times_every_setting_and_reopens(store, tmp_path):
     assert {r["mode"] for r in rows if "mode" in r} == SETTINGS
     for mode in SETTINGS:
         assert got[(mode, "render_ms_p95")]["value"] >= got[(mode, "render_ms_p50")]["value"] > 0
+        # the process's own CPU time in the render, beside the wall time
+        assert got[(mode, "render_cpu_ms_p95")]["value"] >= got[(mode, "render_cpu_ms_p50")]["value"] > 0
         # a render embeds its query (task and newest unit) and nothing else; a cache-stable
         # call that appends, or extends with no room for detail, embeds nothing
         assert got[(mode, "max_texts_embedded_per_render")]["value"] <= 2
