@@ -74,6 +74,10 @@ class FlexAMemConfig(BaseModel):
                                "when it would exceed the budget (False: the paper's render on every call)")
     stable_target: float = Field(0.6, gt=0, le=1, description="cache_stable: a re-render fills at most this "
                                  "share of the budget, so the calls after it can append")
+    stable_extend: Literal["evict_all", "to_target"] = Field(
+        "evict_all", description="cache_stable: which units an extension moves from the recent window into "
+        "the memory: every one but the newest while the memory stays within its cap ('evict_all': the most "
+        "calls append before the next one), or only enough for the request to fit stable_target ('to_target')")
 
     @model_validator(mode="after")
     def _check(self) -> FlexAMemConfig:

@@ -8,10 +8,12 @@ only grows, each call is answered with the cheapest of three requests that fit `
    previous request is a cached prefix);
 2. **extend**: the previous memory text kept as it is, with the records of the units that
    left the recent window added at its end, then the newest units verbatim (the fixed
-   prompt and the previous memory are a cached prefix); the window is the longest run of
-   newest units that keeps the request within the fixed prompt plus ``stable_target`` of
-   the rest of ``B_bar``, so the following calls can append again; the memory may grow
-   this way up to the allowance the paper's render would give it;
+   prompt and the previous memory are a cached prefix). Everything after the previous
+   memory is sent again whichever units leave, so by default (``stable_extend="evict_all"``)
+   every unit but the newest leaves while the memory stays within the allowance the paper's
+   render would give it: the request shrinks the most and the most calls append before the
+   next extension; ``"to_target"`` keeps the longest run of newest units that keeps the
+   request within the fixed prompt plus ``stable_target`` of the rest of ``B_bar``;
 3. **render**: a fresh render (the paper's rule) for that same share of the budget, when
    neither fits or the history changed other than by growing.
 
@@ -158,6 +160,7 @@ def extend_memory(mem: FlexAMem, space: _Namespace, sent: SentRequest, layout: L
     sizes = [count_messages(u.messages, tk) - 3 for u in all_units[start:]]
     window_tokens = sum(sizes)
     fallback: tuple[int, list[str], int] | None = None
+    evict_all = cfg.stable_extend == "evict_all"
     for n_old in range(start, len(all_units)):
         if n_old > start:
             note = index.note(units[n_old - 1].key)
@@ -169,10 +172,15 @@ def extend_memory(mem: FlexAMem, space: _Namespace, sent: SentRequest, layout: L
         if mem_tokens > mem_cap:
             break
         total = fixed_tokens + PER_MESSAGE + mem_tokens + window_tokens + PER_MESSAGE * (len(all_units) - n_old)
+        if total > b_bar:
+            continue
+        if evict_all:  # the most units the memory takes: what follows it is sent again either way
+            fallback = (n_old, list(lines), mem_tokens)
+            continue
         if total <= limit:
             fallback = (n_old, list(lines), mem_tokens)
             break
-        if total <= b_bar and fallback is None:
+        if fallback is None:
             fallback = (n_old, list(lines), mem_tokens)
     if fallback is None:
         return None

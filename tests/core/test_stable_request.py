@@ -134,6 +134,29 @@ def long_run() -> list[dict]:
     return msgs
 
 
+def test_an_extension_moves_every_unit_it_can_into_the_memory(tokenizer, hashing_embedder, long_run):
+    """Whichever units leave the window, everything after the previous memory is sent again:
+    by default an extension leaves only the newest unit (while the memory stays within its
+    cap), so the request shrinks the most, fewer calls extend, and fewer tokens go uncached
+    than when it keeps the longest window within ``stable_target``."""
+    got = {}
+    for extend in ("evict_all", "to_target"):
+        cfg = FlexAMemConfig(budget=8000, stable_extend=extend)
+        calls = [r for r in run(FlexAMem(cfg, tokenizer=tokenizer, embedder=hashing_embedder), long_run)
+                 if not r.passthrough]
+        steps = [r.report["cache"]["step"] for r in calls]
+        windows = [r.report["window_units"] for r, step in zip(calls, steps) if step == "extend"]
+        uncached = sum(r.tokens - r.report["cache"]["reused_prefix_tokens"] for r in calls)
+        got[extend] = steps, windows, uncached
+        assert all(r.tokens <= cfg.effective_budget for r in calls)
+    steps, windows, uncached = got["evict_all"]
+    target_steps, target_windows, target_uncached = got["to_target"]
+    assert windows and set(windows) == {1}, "every unit but the newest went into the memory"
+    assert max(target_windows) > 1, "the target keeps a longer window"
+    assert steps.count("extend") < target_steps.count("extend")
+    assert uncached < target_uncached
+
+
 def test_most_calls_append_and_the_report_says_so(tokenizer, hashing_embedder, long_run):
     results = run(FlexAMem(FlexAMemConfig(budget=4000), tokenizer=tokenizer, embedder=hashing_embedder), long_run)
     steps = [r.report["cache"]["step"] for r in results if not r.passthrough]
