@@ -39,14 +39,6 @@ class Env:
     _texts: dict[int, tuple[Message, str]] = field(default_factory=dict, repr=False, compare=False)
 
     @cached_property
-    def _counter(self) -> Any:
-        """What :meth:`count` counts message texts with: o200k counts add up over line cuts
-        (:mod:`flexamem_eval.counting`), so a long text is counted from its lines' counts."""
-        from ..counting import LineCounter, line_additive
-
-        return LineCounter(self.tokenizer) if line_additive(self.tokenizer) else self.tokenizer
-
-    @cached_property
     def embedder(self) -> Embedder:
         if self.embedder_factory is None:
             from flexamem_core.embeddings import default_embedder
@@ -62,12 +54,13 @@ class Env:
         kept with it, so an id is never reused while cached): methods count the same history
         messages many times per call, and a message's text is rebuilt on every access. A new
         long message (a memory text rendered again with one element less) is counted from
-        the memoised counts of its lines, exactly (:class:`~flexamem_eval.counting.LineCounter`).
+        the memoised counts of its lines, exactly, by the core's tokenizer
+        (:func:`flexamem_core.tokens.line_parts`).
         """
         if not messages:
             return 0
         cache = self._counts
-        counter = self._counter
+        counter = self.tokenizer
         total = PER_REQUEST
         for m in messages:
             hit = cache.get(id(m))

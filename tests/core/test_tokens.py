@@ -11,7 +11,7 @@ import tiktoken.load
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flexamem_core.tokens import O200K_SHA256, TiktokenTokenizer, load_o200k_encoding
+from flexamem_core.tokens import LINE_COUNT_MIN_CHARS, O200K_SHA256, TiktokenTokenizer, line_parts, load_o200k_encoding
 
 
 def test_vendored_file_matches_its_checksum():
@@ -107,3 +107,39 @@ def test_split_of_a_million_spaces(tokenizer):
     parts = tokenizer.split(text, 150)
     assert "".join(parts) == text
     assert max(tokenizer.count(p) for p in parts[:50]) <= 150
+
+
+#: Characters and runs around the cut points: newlines, returns, slashes (which the punctuation
+#: chunk may take after a newline), other whitespace, punctuation, non-ASCII letters, emoji.
+PARTS = st.sampled_from([*"ab Z9.,/-=[]()\n\r\t\u00a0\u2028\u3000é漢😀'\"#*_:;<>|~!", "'s", "'LL", "\n\n", "  ",
+                         " /", "/\n", "\n/", ".\n", "x\n", "\n ", "\r\n", "123456", "<memory>", "== [s1] =="])
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.lists(PARTS, max_size=400))
+def test_parts_cut_after_newlines_add_up(tokenizer, parts):
+    text = "".join(parts)
+    assert sum(tokenizer.count_uncached(p) for p in line_parts(text)) == tokenizer.count_uncached(text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(PARTS, min_size=1, max_size=60), st.integers(1, 40))
+def test_a_long_text_is_counted_exactly_from_its_lines(parts, repeat):
+    text = "\n".join("".join(parts) for _ in range(repeat)) + "\n" + "x = 1\n" * (LINE_COUNT_MIN_CHARS // 3)
+    tk = TiktokenTokenizer()  # nothing memoised: the parts are counted now
+    assert tk.count(text) == len(tk.encoding.encode_ordinary(text))
+    assert tk.count(text + "\ny = 2") == len(tk.encoding.encode_ordinary(text + "\ny = 2"))
+
+
+def test_a_memory_text_is_counted_from_the_counts_of_its_lines():
+    tk = TiktokenTokenizer()
+    lines = [f"- [step {i}] ran `pytest -x tests/test_{i}.py`: 3 failed, /tmp/x{i}" for i in range(400)]
+    text = "<memory>\n" + "\n".join(lines) + "\n</memory>"
+    assert len(text) > LINE_COUNT_MIN_CHARS and tk.line_additive
+    assert tk.count(text) == len(tk.encoding.encode_ordinary(text))
+    assert lines[7] + "\n" in tk._cache, "its lines are memoised"
+    shorter = text.replace(lines[7] + "\n", "")  # one element less: counted from memoised lines
+    assert tk.count(shorter) == len(tk.encoding.encode_ordinary(shorter))
+    whole = TiktokenTokenizer(tk.encoding)
+    whole.line_additive = False
+    assert whole.count(text) == tk.count(text) and lines[7] + "\n" not in whole._cache
