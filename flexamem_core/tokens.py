@@ -17,8 +17,9 @@ bound, so a budget is never exceeded.
 
 A long text is counted from the memoised counts of its parts cut after line breaks
 (:func:`line_parts`), exactly: a render counts memory texts made of lines it has counted
-before (records, pieces) with one element more or less each time, and encoding each of them
-whole was most of a per-call render's tokenizer time. o200k_base cuts a text into regex
+before (records, pieces) with one element more or less each time, so most of its lines'
+counts are memoised already (a per-call piece render at 13,333 units spent 3.2 ms counting
+before, 2.5 ms after). o200k_base cuts a text into regex
 chunks and encodes each chunk alone, and no chunk runs past a line break followed by a
 character that is not whitespace and not ``/``: the chunk patterns that may hold a newline
 are ``\s*[\r\n]+``, ``\s+(?!\S)`` and ``\s+`` (whitespace only) and
