@@ -159,7 +159,7 @@ def extend_memory(mem: FlexAMem, space: _Namespace, sent: SentRequest, layout: L
     lines: list[str] = []
     sizes = [count_messages(u.messages, tk) - 3 for u in all_units[start:]]
     window_tokens = sum(sizes)
-    fallback: tuple[int, list[str], int] | None = None
+    chosen: tuple[int, int] | None = None  # (old units, memory tokens) of the extension made
     evict_all = cfg.stable_extend == "evict_all"
     for n_old in range(start, len(all_units)):
         if n_old > start:
@@ -174,17 +174,17 @@ def extend_memory(mem: FlexAMem, space: _Namespace, sent: SentRequest, layout: L
         total = fixed_tokens + PER_MESSAGE + mem_tokens + window_tokens + PER_MESSAGE * (len(all_units) - n_old)
         if total > b_bar:
             continue
-        if evict_all:  # the most units the memory takes: what follows it is sent again either way
-            fallback = (n_old, list(lines), mem_tokens)
-            continue
-        if total <= limit:
-            fallback = (n_old, list(lines), mem_tokens)
+        # evict_all: the most units the memory takes (what follows it is sent again either way);
+        # to_target: the fewest that bring the request within the target, else within B_bar
+        fits_target = total <= limit
+        if evict_all or fits_target or chosen is None:
+            chosen = (n_old, mem_tokens)
+        if fits_target and not evict_all:
             break
-        if fallback is None:
-            fallback = (n_old, list(lines), mem_tokens)
-    if fallback is None:
+    if chosen is None:
         return None
-    n_old, lines, mem_tokens = fallback
+    n_old, mem_tokens = chosen
+    lines = lines[: n_old - start]
     n_window = sum(len(u.messages) for u in all_units[n_old:])
     part = enforce_part(body[len(body) - n_window:])
     if part.repairs:
