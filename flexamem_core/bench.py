@@ -279,12 +279,32 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", help="also write the rows to this JSON file")
 
 
+def scaling_rows(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """For each mode and size after the smallest, its render p50 and p95 over those at the
+    next smaller size of the same run (``history_ratio``: how many times the units grew), so
+    "ten times the history costs at most k times the render" is read from one run."""
+    timed: dict[tuple[str, str], dict[int, dict[str, Any]]] = {}
+    for r in rows:
+        if r["metric"] in ("render_ms_p50", "render_ms_p95") and "mode" in r:
+            timed.setdefault((r["mode"], r["metric"]), {})[int(r["units"])] = r
+    out = []
+    for (mode, metric), by_size in timed.items():
+        sizes = sorted(by_size)
+        for smaller, units in zip(sizes, sizes[1:]):
+            if by_size[smaller]["value"] > 0:
+                out.append({"units": units, "mode": mode, "metric": f"{metric}_over_smaller",
+                            "value": by_size[units]["value"] / by_size[smaller]["value"],
+                            "history_ratio": units / smaller, "store": by_size[units].get("store", "")})
+    return out
+
+
 def run(args: argparse.Namespace) -> int:
     rows: list[dict[str, Any]] = []
     if args.embed_sample:
         rows.append(embedding_cost(args.embed_sample))
     for size in args.sizes:
         rows.extend(measure(size, args.renders, args.budget, HashingEmbedder(), args.store))
+    rows.extend(scaling_rows(rows))
     print(f"store {args.store}\n{'units':>7} {'mode':>15}  {'metric':<40} {'value':>10}")
     for r in rows:
         print(f"{r['units']:>7} {r.get('mode', ''):>15}  {r['metric']:<40} {r['value']:>10.3f}")

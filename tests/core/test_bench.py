@@ -44,3 +44,21 @@ def test_bench_times_every_setting_and_reopens(store, tmp_path):
     # and those the timed calls completed
     with sqlite3.connect(tmp_path / "bench.db") as conn:
         assert conn.execute("SELECT COUNT(*) FROM notes").fetchone()[0] > rows[0]["units"]
+
+
+def test_bench_reads_the_scaling_from_one_run():
+    """Each mode's render time at a size over its time at the next smaller size of the run."""
+    from flexamem_core.bench import scaling_rows
+
+    rows = measure(12, 4, 3000, HashingEmbedder()) + measure(40, 4, 3000, HashingEmbedder())
+    got = scaling_rows(rows)
+    small, large = sorted({r["units"] for r in rows if r["metric"] == "render_ms_p50"})
+    assert {r["mode"] for r in got} == SETTINGS
+    assert {r["metric"] for r in got} == {"render_ms_p50_over_smaller", "render_ms_p95_over_smaller"}
+    timed = _by_metric([r for r in rows if r["units"] == large])
+    before = _by_metric([r for r in rows if r["units"] == small])
+    for r in got:
+        assert r["units"] == large and r["history_ratio"] == large / small and r["store"] == "memory"
+        metric = r["metric"].removesuffix("_over_smaller")
+        assert r["value"] == timed[(r["mode"], metric)]["value"] / before[(r["mode"], metric)]["value"]
+    assert scaling_rows(measure(12, 4, 3000, HashingEmbedder())) == []  # one size: nothing to compare
