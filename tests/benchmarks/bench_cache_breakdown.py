@@ -15,13 +15,13 @@ with each trajectory's first render past the budget apart), then each kind into 
 from __future__ import annotations
 
 import argparse
-import json
 from collections import defaultdict
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 from flexamem_core import FlexAMem, FlexAMemConfig, InMemoryStore, RuleRecordWriter
 from flexamem_eval.actions import trajectory_targets
+from flexamem_eval.cli import parse_settings
 from flexamem_eval.datasets import load
 from flexamem_eval.evaluate import cache_dir
 from flexamem_eval.metrics import score_step
@@ -70,13 +70,7 @@ def main() -> None:
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="a config field (JSON value), e.g. --set stable_target=0.5")
     args = parser.parse_args()
-    settings = {}
-    for pair in args.set:
-        key, _, value = pair.partition("=")
-        try:
-            settings[key] = json.loads(value)
-        except json.JSONDecodeError:
-            settings[key] = value
+    settings = parse_settings(args.set)  # as `flexamem eval --set` reads them, validated
     items = load("trajectories", args.data, args.limit)
     total: dict[str, list[int]] = defaultdict(lambda: [0] * 6)
     with ProcessPoolExecutor(args.workers) as pool:
