@@ -19,6 +19,7 @@ from .arrays import GrowableArray
 from .bm25 import BM25Index
 from .fusion import ranks
 from .index_snapshot import IndexSnapshots, MergedListing, NotesFrom
+from .products import row_dots
 from .protocols import Store
 from .schema import MergedRecord, Note, Piece
 from .stores import codec
@@ -119,10 +120,10 @@ class _Rows:
     def dot(self, vec: np.ndarray) -> np.ndarray:
         """Every row's product with ``vec``."""
         if not len(self._base):
-            return self._data[: self._n] @ vec
+            return row_dots(self._data[: self._n], vec)
         if not self._n:
-            return self._base @ vec
-        return np.concatenate([self._base @ vec, self._data[: self._n] @ vec])
+            return row_dots(self._base, vec)
+        return np.concatenate([row_dots(self._base, vec), row_dots(self._data[: self._n], vec)])
 
     def take(self, rows: np.ndarray) -> np.ndarray:
         """The rows numbered ``rows``, in that order."""
@@ -179,6 +180,7 @@ class NamespaceIndex:
         #: The piece document of each of those rows.
         self._own_docs = GrowableArray(np.int64)
         self._last_cosines: tuple[np.ndarray, _Rows, int, np.ndarray] | None = None
+        self._last_note_cosines: tuple[np.ndarray, np.ndarray, int, np.ndarray] | None = None
         self._last_ranks: tuple[np.ndarray, np.ndarray, np.ndarray | None, NoteGroups | None] | None = None
         self.unit_docs: dict[str, range] = {}
         self.merged: dict[str, MergedRecord] = {}
@@ -416,7 +418,7 @@ class NamespaceIndex:
         """Keys of the ``k`` notes with the highest cosine to ``vec`` (ties: earlier first)."""
         if k <= 0 or self._n == 0:
             return []
-        return [self.notes[int(i)].unit_key for i in top_k(self.vectors @ vec, k)]
+        return [self.notes[int(i)].unit_key for i in top_k(row_dots(self.vectors, vec), k)]
 
     def links_of(self, key: str) -> set[str]:
         """Both directions of the links of a note."""
@@ -464,7 +466,19 @@ class NamespaceIndex:
             # many documents (the old units' pieces): one product over the matrix in place,
             # not a copy of the rows it would gather first
             return self._all_cosines(q_vec)[docs]
-        return self._piece_rows(docs) @ q_vec
+        return row_dots(self._piece_rows(docs), q_vec)
+
+    def note_cosines(self, q_vec: np.ndarray) -> np.ndarray:
+        """Every note's cosine with ``q_vec`` (read-only): one product over the note matrix per
+        query, kept, keyed by the vector, the matrix and its row count: the seeds and the piece
+        cosines of one render read the same product (it was made twice a per-call render)."""
+        last = self._last_note_cosines
+        if last is not None and last[1] is self._vectors and last[2] == self._n and np.array_equal(last[0], q_vec):
+            return last[3]
+        out = row_dots(self.vectors, q_vec)
+        out.setflags(write=False)
+        self._last_note_cosines = (np.array(q_vec, copy=True), self._vectors, self._n, out)
+        return out
 
     def _all_cosines(self, q_vec: np.ndarray) -> np.ndarray:
         """Every piece's cosine with ``q_vec`` (read-only). An automatic render ranks the old
@@ -477,7 +491,7 @@ class NamespaceIndex:
         last = self._last_cosines
         if last is not None and last[1] is rows and last[2] == n and np.array_equal(last[0], q_vec):
             return last[3]
-        out = (self.vectors @ q_vec)[self._doc_note.view]
+        out = self.note_cosines(q_vec)[self._doc_note.view]
         if len(rows):
             out[self._own_docs.view] = rows.dot(q_vec)
         out.setflags(write=False)

@@ -112,10 +112,10 @@ def candidates(q_vec: np.ndarray, notes: Sequence[Note], index: NamespaceIndex,
     if index.is_prefix(notes[0].unit_key, notes[-1].unit_key, n):
         # The usual case: the old units are the first n notes written (positions only increase).
         rows = np.arange(n, dtype=np.int64)
-        cos = index.vectors[:n] @ q_vec
+        cos = index.note_cosines(q_vec)[:n]
     else:
         rows = np.fromiter((index.position[nt.unit_key] for nt in notes), dtype=np.int64, count=n)
-        cos = index.vectors[rows] @ q_vec
+        cos = index.note_cosines(q_vec)[rows]
     pos_of = positions(notes, index)
     if cfg.fused_seeds and cfg.fusion != "bm25":
         cos = _fused_units(cos, _best_piece_scores(notes, rows, index, query_text, q_vec, cfg), cfg)

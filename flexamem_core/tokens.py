@@ -37,6 +37,7 @@ import hashlib
 import re
 from functools import lru_cache
 from importlib import resources
+from itertools import islice
 
 import tiktoken
 
@@ -110,7 +111,10 @@ class TiktokenTokenizer:
             else None
         n = sum(self.count(p) for p in parts) if parts is not None and len(parts) > 1 else self.count_uncached(text)
         if len(self._cache) >= self._cache_size:
-            self._cache.clear()
+            # The oldest quarter goes, not the whole memo: a clear-all made the next renders
+            # count again every text they show (a write of 10,000 units cleared it mid-run).
+            for key in list(islice(self._cache, max(1, self._cache_size // 4))):
+                del self._cache[key]
         self._cache[text] = n
         return n
 
