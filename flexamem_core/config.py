@@ -74,6 +74,10 @@ class FlexAMemConfig(BaseModel):
                                "when it would exceed the budget (False: the paper's render on every call)")
     stable_target: float = Field(0.6, gt=0, le=1, description="cache_stable: a re-render fills at most this "
                                  "share of the budget, so the calls after it can append")
+    stable_head: bool = Field(True, description="cache_stable: the first render after the history was sent whole "
+                              "keeps its oldest units verbatim right after the fixed prompt, where they were sent "
+                              "(a cached prefix), as long as the memory keeps room for a record of every other "
+                              "old unit; the next render drops them")
     stable_extend: Literal["evict_all", "to_target"] = Field(
         "evict_all", description="cache_stable: which units an extension moves from the recent window into "
         "the memory: every one but the newest while the memory stays within its cap ('evict_all': the most "

@@ -33,13 +33,11 @@ from .prompt_cache import common_prefix_tokens
 from .properties import apply_properties, sendable, step_status
 from .protocols import Embedder, RecordWriter, Store, Tokenizer
 from .recovery import (
-    MEMORY_CLOSE,
-    MEMORY_INTRO,
-    MEMORY_OPEN,
     MemoryRender,
     candidates,
     excerpt_scores,
     focus_first,
+    memory_wrapper_tokens,
     piece_recovery,
     unit_recovery,
 )
@@ -58,7 +56,7 @@ from .render import (
 )
 from .schema import Note, Unit, UnitKind
 from .sendable_request import PINNED_MIN_TOKENS, check_extra_tokens, enforce_part, passthrough
-from .stable import SentRequest, append_new, extend_memory, stable_budget
+from .stable import SentRequest, append_new, extend_memory, head_units, shift_for_head, stable_budget
 from .stores import InMemoryStore, check_namespace
 from .timeline import Timeline, TimelineLevels, count_record_lines
 from .tokens import default_tokenizer
@@ -408,8 +406,11 @@ class FlexAMem:
                     extended = extend_memory(self, space, previous, fitted, cfg, extra_tokens, synced)
                 # A thread followed call by call leaves room to append; a first render (a
                 # one-off call, or the first after a restart) has no previous request to keep.
+                # The first render after the history was sent whole keeps its oldest units where
+                # they were sent (``stable_head``): they stay a cached prefix.
+                head = cfg.stable_head and previous is not None and bool(previous.report.get("passthrough"))
                 return extended or (
-                    self._render_stable(space, namespace, cfg, fitted, query, extra_tokens) if previous
+                    self._render_stable(space, namespace, cfg, fitted, query, extra_tokens, head) if previous
                     else self._render(space, namespace, cfg, fitted, query, extra_tokens, stable=True))
 
             rendered = passed if passed is not None else self._render_fitted(layout, cfg, extra_tokens, namespace,
@@ -459,13 +460,14 @@ class FlexAMem:
         return rendered
 
     def _render_stable(self, space: _Namespace, namespace: str, cfg: FlexAMemConfig, layout: Layout,
-                       query: str | None, extra_tokens: int) -> Rendered:
+                       query: str | None, extra_tokens: int, head: bool = False) -> Rendered:
         """A fresh render for ``stable_target`` of the budget (room for the next calls to
-        append); at the full budget instead if the newest step would have to be cut."""
+        append); at the full budget instead if the newest step would have to be cut. ``head``:
+        the oldest old units stay verbatim ahead of the memory (:func:`.stable.head_units`)."""
         fixed = layout.fixed
         low = cfg.with_budget(min(cfg.budget, stable_budget(cfg, count_messages(fixed, self.tokenizer, extra_tokens))))
         try:
-            rendered = self._render(space, namespace, low, layout, query, extra_tokens, stable=True)
+            rendered = self._render(space, namespace, low, layout, query, extra_tokens, stable=True, head=head)
         except BudgetError:
             rendered = None
         if rendered is not None and rendered.report["old_units"]:
@@ -476,10 +478,10 @@ class FlexAMem:
             if allowance < want:
                 mid = low.effective_budget + want - allowance
                 low = cfg.with_budget(min(cfg.budget, math.ceil(mid / cfg.safety_margin)))
-                rendered = self._render(space, namespace, low, layout, query, extra_tokens, stable=True)
+                rendered = self._render(space, namespace, low, layout, query, extra_tokens, stable=True, head=head)
         if rendered is None or rendered.report["newest_unit_cut_messages"] or \
                 rendered.report["newest_unit_dropped_steps"]:
-            return self._render(space, namespace, cfg, layout, query, extra_tokens, stable=True)
+            return self._render(space, namespace, cfg, layout, query, extra_tokens, stable=True, head=head)
         rendered.report.update(budget=cfg.budget, effective_budget=cfg.effective_budget,
                                render_budget=low.budget)
         return rendered
@@ -528,7 +530,7 @@ class FlexAMem:
 
     def _render(self, space: _Namespace, namespace: str, cfg: FlexAMemConfig, layout: Layout,
                 query: str | None, extra_tokens: int, units: list[Unit] | None = None,
-                stable: bool = False, chat_window: bool = True) -> Rendered:
+                stable: bool = False, chat_window: bool = True, head: bool = False) -> Rendered:
         tk = self.tokenizer
         b_bar = cfg.effective_budget
         kind = cfg.history if units is None else "reader"  # a stored history asked a question: no window
@@ -563,6 +565,12 @@ class FlexAMem:
                     count_messages(tail.messages, tk) - 3 > cfg.window_share * cfg.budget:
                 window_units = []
                 old = list(self._sync(space, namespace, layout.body, True).units)
+        head_list: list[Unit] = []
+        if head and kind == "agent" and len(old) > 1:
+            n_window = sum(len(u.messages) for u in window_units)
+            base = count_messages([*fixed, *layout.body[len(layout.body) - n_window:]], tk, extra_tokens)
+            head_list = head_units(old, space.index, tk, b_bar - base - PER_MESSAGE)
+            old = old[len(head_list):]
         n_window = sum(len(u.messages) for u in window_units)
         # The window is the body's newest messages: send the caller's own objects.
         window_src = list(layout.body[len(layout.body) - n_window:]) if kind == "agent" and \
@@ -570,7 +578,11 @@ class FlexAMem:
         window = enforce_part(window_src)
         current = enforce_part(layout.current)
         window_msgs, n_repairs = window.messages, window.repairs + current.repairs
-        pinned_src = [sendable(m) for m in self._pinned_turn(space, len(old), window_msgs, kind)]
+        n_head = sum(len(u.messages) for u in head_list)
+        head_msgs = [sendable(m) for m in layout.body[:n_head]]
+        if head_msgs:
+            fixed_tokens = count_messages([*fixed, *head_msgs, *layout.current], tk, extra_tokens)
+        pinned_src = [sendable(m) for m in self._pinned_turn(space, len(head_list) + len(old), window_msgs, kind)]
         # A human turn over the window's share is cut like any oversized message; down to its
         # bones if the newest unit needs the room (the newest step comes first).
         chat = kind != "agent"
@@ -581,7 +593,7 @@ class FlexAMem:
             pinned, n_pinned_cut, window_fit = self._fit_tail(pinned_src, window_msgs, b_bar - fixed_tokens,
                                                               PINNED_MIN_TOKENS, chat)
         window_msgs, n_cut, n_dropped = window_fit[:3]
-        head = [sendable(m) for m in fixed]
+        head = [*(sendable(m) for m in fixed), *head_msgs]
         tail_msgs = [*pinned, *window_msgs, *current.messages]
         base = count_messages(head + tail_msgs, tk, extra_tokens)
         allowance = b_bar - base - PER_MESSAGE
@@ -598,6 +610,10 @@ class FlexAMem:
         final = apply_properties(messages)  # the parts obey the rules; this checks the whole
         messages, n_repairs = final.messages, n_repairs + final.repairs
         tokens = count_messages(messages, tk, extra_tokens)
+        if head_list and (tokens > b_bar or n_cut or n_dropped or n_pinned_cut or
+                          (notes and (mem is None or mem.tokens > allowance))):
+            # the head may not cost the newest step a cut or the memory its place: none this call
+            return self._render(space, namespace, cfg, layout, query, extra_tokens, stable=stable)
         if tokens > b_bar and kind == "reader" and chat_window and window_units:
             # even cut, the chat's open unit does not fit: it joins the old units instead
             return self._render(space, namespace, cfg, layout, query, extra_tokens, stable=stable, chat_window=False)
@@ -626,6 +642,8 @@ class FlexAMem:
         }
         if cfg.mode == "auto":
             report["auto"] = mem.auto if mem else {"recovery": "none", "why": "no old units to remember"}
+        if head_list:
+            shift_for_head(report, [index.note(u.key) for u in head_list], len(head_msgs))
         return Rendered(messages, mem.text if mem and mem.tokens <= allowance else None, tokens, report)
 
     def _fit_tail(self, pinned: list[Message], window: list[Message], room: int, pinned_cap: int,
@@ -745,7 +763,7 @@ class FlexAMem:
         Room recovery leaves unused goes back to the timeline, so the memory uses its allowance."""
         tk = self.tokenizer
         index = space.index
-        wrapper = tk.count(f"{MEMORY_OPEN}\n{MEMORY_INTRO}\n{MEMORY_CLOSE}") + 16
+        wrapper = memory_wrapper_tokens(tk)
         a_mem = allowance - wrapper
         if a_mem <= 0:
             return None
@@ -831,3 +849,4 @@ class FlexAMem:
             if unit_key is not None:
                 return int(bool(delete_unit(namespace, unit_key)))
             return int(delete_namespace(namespace))
+

@@ -308,6 +308,12 @@ def best_pieces(docs: range, scores: np.ndarray, index: NamespaceIndex, limit: i
     return sorted(chosen)
 
 
+def memory_wrapper_tokens(tokenizer: Tokenizer) -> int:
+    """Tokens of the memory message around its lines: the tags, the introduction, and room
+    for the line that says how many units are hidden."""
+    return tokenizer.count(f"{MEMORY_OPEN}\n{MEMORY_INTRO}\n{MEMORY_CLOSE}") + 16
+
+
 class Assembler:
     """Joins the timeline and recovered elements into the memory text, and counts it.
 

@@ -231,3 +231,39 @@ def test_a_cache_stable_call_embeds_its_query_once(mode, tokenizer, hashing_embe
         else:  # an extend with no room for detail needs no query
             assert counting.calls in ([], [2]), (step, counting.calls)
     assert {"append", "render"} <= set(seen) and (2,) in seen["render"]
+
+
+def test_the_first_render_keeps_the_oldest_units_where_they_were_sent(tokenizer, hashing_embedder, long_run):
+    """``stable_head``: the first render after the history was sent whole keeps its oldest
+    units as their messages right after the fixed prompt, so they stay a cached prefix; the
+    memory still holds a record of every other old unit; extensions keep that head and the
+    next render drops it."""
+    reused = {}
+    for head in (True, False):
+        cfg = FlexAMemConfig(budget=6000, stable_head=head)
+        results = run(FlexAMem(cfg, tokenizer=tokenizer, embedder=hashing_embedder), long_run)
+        first = next(i for i, r in enumerate(results) if not r.passthrough)
+        r, before = results[first], results[first - 1]
+        reused[head] = r.report["cache"]["reused_prefix_tokens"]
+        if not head:
+            assert "head_units" not in r.report
+            continue
+        n_head = r.report["head_messages"]
+        fixed = 2  # the system prompt and the task
+        assert r.report["head_units"] >= 1 and n_head >= 2
+        assert r.messages[:fixed + n_head] == before.messages[:fixed + n_head], "sent where they were"
+        assert r.messages[fixed + n_head].metadata.get("flexamem") == "memory"
+        assert reused[head] >= count_messages(r.messages[:fixed + n_head], tokenizer) - 3
+        assert r.report["resolutions"]["hidden"] == 0, "a record of every other old unit"
+        assert r.report["resolutions"]["raw"] >= r.report["head_units"]
+        assert [row["resolution"] for row in r.report["units"][:r.report["head_units"]]] == \
+            ["raw"] * r.report["head_units"]
+        later = results[first + 1:]
+        steps = [x.report["cache"]["step"] for x in later]
+        assert "extend" in steps and "render" in steps, steps
+        until = steps.index("render")
+        for x, step in zip(later[:until], steps[:until]):
+            assert x.messages[:fixed + n_head] == r.messages[:fixed + n_head], step
+            assert x.tokens <= cfg.effective_budget
+        assert "head_units" not in later[until].report, "the next render drops the head"
+    assert reused[True] > reused[False]
