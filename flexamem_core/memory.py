@@ -565,13 +565,12 @@ class FlexAMem:
                     count_messages(tail.messages, tk) - 3 > cfg.window_share * cfg.budget:
                 window_units = []
                 old = list(self._sync(space, namespace, layout.body, True).units)
+        n_window = sum(len(u.messages) for u in window_units)
         head_list: list[Unit] = []
         if head and kind == "agent" and len(old) > 1:
-            n_window = sum(len(u.messages) for u in window_units)
             base = count_messages([*fixed, *layout.body[len(layout.body) - n_window:]], tk, extra_tokens)
             head_list = head_units(old, space.index, tk, b_bar - base - PER_MESSAGE)
             old = old[len(head_list):]
-        n_window = sum(len(u.messages) for u in window_units)
         # The window is the body's newest messages: send the caller's own objects.
         window_src = list(layout.body[len(layout.body) - n_window:]) if kind == "agent" and \
             n_window <= len(layout.body) else [m for u in window_units for m in u.messages]
@@ -849,4 +848,3 @@ class FlexAMem:
             if unit_key is not None:
                 return int(bool(delete_unit(namespace, unit_key)))
             return int(delete_namespace(namespace))
-

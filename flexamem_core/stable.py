@@ -22,7 +22,7 @@ oldest old units as their messages right after the fixed prompt, where every ear
 sent them: that **head** stays a cached prefix instead of being sent again inside the memory,
 and it shows those units in full. The head is the longest run of oldest units that leaves the
 memory room for a record of every other old unit; extensions keep it, the next render drops it
-(kept for good it took room from every later memory: 380 renders instead of 108 over the 100
+(kept for good it took room from every later memory: 380 renders instead of 99 over the 100
 dev trajectories at 8k).
 
 The paper's render on every call stays available with ``cache_stable=False``. The report
@@ -53,7 +53,6 @@ if TYPE_CHECKING:
     from .memory import FlexAMem, _Namespace, _Synced
     from .schema import Note
     from .units import Unit
-
 
 
 @dataclass(frozen=True)
@@ -279,8 +278,13 @@ def head_units(old: Sequence[Unit], index: NamespaceIndex, tokenizer: Tokenizer,
     """The oldest of ``old`` to send verbatim ahead of the memory: the longest run whose tokens
     leave ``allowance`` room for the memory's wrapper and a record line of every other old unit
     (never all of them: one old unit at least stays in the memory)."""
-    lines = [tokenizer.count(record_line(index.note(u.key))) + 1 for u in old]
-    rest = memory_wrapper_tokens(tokenizer) + sum(lines)
+    rest = memory_wrapper_tokens(tokenizer)
+    lines: list[int] = []
+    for u in old:  # stops as soon as the records alone are over: a head needs a short history
+        lines.append(tokenizer.count(record_line(index.note(u.key))) + 1)
+        rest += lines[-1]
+        if rest > allowance:
+            return []
     used = 0
     out: list[Unit] = []
     for u, line in zip(old[:-1], lines):
