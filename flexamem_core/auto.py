@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .arrays import take_ascending
 from .config import FlexAMemConfig
 from .fusion import DenseRanking, Ranking, fused_ranking
 from .index import NamespaceIndex
@@ -129,7 +130,7 @@ def signals(notes: Sequence[Note], index: NamespaceIndex, words_text: str, words
     if len(docs) == 0 or not words:
         return Signals(words_from, len(words), 0, 0.0, None, 0)
     bm25 = index.bm25.scores(words)
-    matched = int(np.count_nonzero(bm25[docs] > 0))
+    matched = int(np.count_nonzero(take_ascending(bm25, docs) > 0))
     ranking: Ranking = DenseRanking(docs, bm25) if cfg.fusion == "bm25" \
         else fused_ranking(docs, bm25, q_vec, index, cfg)
     k = min(rule.top_pieces, len(docs))

@@ -120,6 +120,9 @@ class BM25Index:
         # automatic rule's signals and for the pieces it then shows.
         self._last_scores: tuple[frozenset[str], int, np.ndarray] | None = None
         self._last_norm: tuple[tuple[int, int], np.ndarray] | None = None
+        # The last query form, by its text, limit and the number of documents (idf changes
+        # only when one is added): a render asks for it with one query text up to three times.
+        self._last_query: tuple[str, int | None, int, frozenset[str]] | None = None
 
     def __len__(self) -> int:
         return len(self._lengths) + len(self._pending_lengths)
@@ -209,17 +212,34 @@ class BM25Index:
         every output repeats (paths, ``py``, ``self``) have postings over most pieces and a
         near-zero idf: kept, they were most of a query's cost, which grew with the store.
         """
+        last = self._last_query
+        if last is not None and last[1] == limit and last[2] == len(self) and last[0] == text:
+            return set(last[3])
         words = set(terms(text))
-        if limit is None or len(words) <= limit:
-            return words
-        idf = {t: self.idf(t) for t in words if self._term(t) is not None}
-        return set(sorted(idf, key=lambda t: (-idf[t], t))[:limit])
+        if limit is not None and len(words) > limit:
+            # by document counts read in place: a saved term's postings are not restored for
+            # a word that may not be kept
+            idf = {t: self._idf_of(df) for t in words if (df := self._df(t))}
+            words = set(sorted(idf, key=lambda t: (-idf[t], t))[:limit])
+        self._last_query = (text, limit, len(self), frozenset(words))
+        return words
 
     def idf(self, term: str) -> float:
-        p = self._term(term)
-        n = len(p) if p is not None else 0
-        big_n = len(self)
-        return math.log(1.0 + (big_n - n + 0.5) / (n + 0.5))
+        return self._idf_of(self._df(term))
+
+    def _idf_of(self, n: int) -> float:
+        return math.log(1.0 + (len(self) - n + 0.5) / (n + 0.5))
+
+    def _df(self, term: str) -> int:
+        """The number of documents holding ``term``."""
+        p = self._postings.get(term)
+        if p is not None:
+            return len(p)
+        j = self._saved_vocab.get(term)
+        if j is None or self._saved is None:
+            return 0
+        offsets = self._saved[0]
+        return int(offsets[j + 1] - offsets[j])
 
     def _norm(self, lengths: np.ndarray) -> np.ndarray:
         n_docs = len(self)
@@ -248,13 +268,14 @@ class BM25Index:
             return last[2]
         out = np.zeros(n_docs, dtype=np.float64)
         if n_docs:
-            norm = self._norm_all()
-            for term in sorted(terms):
-                p = self._term(term)
-                if p is None:
-                    continue
-                docs, tfs = p.arrays()
-                out[docs] += self.idf(term) * tfs * (self.k1 + 1.0) / (tfs + norm[docs])
+            postings = [(term, p.arrays()) for term in sorted(terms) if (p := self._term(term)) is not None]
+            # Rare words (the usual query): the length norms of their documents only; the
+            # norms of every document, kept until one is added, where the postings are many.
+            norm_all = self._norm_all() if 2 * sum(len(d) for _, (d, _) in postings) > n_docs else None
+            lengths = self._length_array()
+            for term, (docs, tfs) in postings:
+                norm = norm_all[docs] if norm_all is not None else self._norm(lengths[docs])
+                out[docs] += self.idf(term) * tfs * (self.k1 + 1.0) / (tfs + norm)
         out.flags.writeable = False
         self._last_scores = (terms, n_docs, out)
         return out

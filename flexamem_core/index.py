@@ -56,10 +56,14 @@ class NoteGroups:
     counts: np.ndarray
     first: np.ndarray
     order: np.ndarray
+    #: The run of the piece at each position, where it is known without a search: ``docs``
+    #: are the first documents and each of the first notes has pieces (run g is note g).
+    run_at: np.ndarray | None = None
 
     def ranks_at(self, positions: np.ndarray) -> np.ndarray:
         """The cosine rank of the pieces at ``positions`` (into ``docs``)."""
-        g = np.searchsorted(self.starts, positions, side="right") - 1
+        g = self.run_at[positions] if self.run_at is not None \
+            else np.searchsorted(self.starts, positions, side="right") - 1
         return self.first[g] + (positions - self.starts[g])
 
     def best_positions(self, n: int) -> np.ndarray:
@@ -181,7 +185,14 @@ class NamespaceIndex:
         self._own_docs = GrowableArray(np.int64)
         self._last_cosines: tuple[np.ndarray, _Rows, int, np.ndarray] | None = None
         self._last_note_cosines: tuple[np.ndarray, np.ndarray, int, np.ndarray] | None = None
-        self._last_ranks: tuple[np.ndarray, np.ndarray, np.ndarray | None, NoteGroups | None] | None = None
+        #: The last ranking of documents by notes: (the note cosines it read, the documents:
+        #: their count where they were the first documents, else a copy, ranks, groups).
+        self._last_ranks: tuple[np.ndarray, int | np.ndarray, np.ndarray | None, NoteGroups | None] | None = None
+        #: First document of each note's run of pieces (doc_note changes there), for the
+        #: documents scanned so far: (the doc_note buffer scanned, how far, the starts).
+        self._run_starts: tuple[GrowableArray, int, GrowableArray] | None = None
+        self._doc_numbers = np.zeros(0, dtype=np.int64)
+        self._last_note_ranks: tuple[np.ndarray, int, np.ndarray] | None = None
         self.unit_docs: dict[str, range] = {}
         self.merged: dict[str, MergedRecord] = {}
         #: Timeline items already built, keyed by (start, end, last unit key[, writer]).
@@ -480,6 +491,19 @@ class NamespaceIndex:
         self._last_note_cosines = (np.array(q_vec, copy=True), self._vectors, self._n, out)
         return out
 
+    def note_cosine_ranks(self, q_vec: np.ndarray, n: int) -> np.ndarray:
+        """``ranks(note_cosines(q_vec)[:n])`` (read-only), kept for the last query and ``n``: a
+        render ranks the old notes for its seeds and, where every old note has pieces, for
+        the piece ranking by notes (:meth:`note_groups`)."""
+        cos = self.note_cosines(q_vec)
+        last = self._last_note_ranks
+        if last is not None and last[0] is cos and last[1] == n:
+            return last[2]
+        out = ranks(cos[:n])
+        out.setflags(write=False)
+        self._last_note_ranks = (cos, n, out)
+        return out
+
     def _all_cosines(self, q_vec: np.ndarray) -> np.ndarray:
         """Every piece's cosine with ``q_vec`` (read-only). An automatic render ranks the old
         pieces for its signals and again for the pieces it shows, with one query vector: the
@@ -511,12 +535,12 @@ class NamespaceIndex:
         docs = np.asarray(docs, dtype=np.int64)
         if 8 * len(docs) <= len(self.doc_unit):  # a few documents: their own product, as piece_cosines
             return ranks(self.piece_cosines(docs, q_vec))
-        cos_all, groups = self._ranked(docs, q_vec)
+        groups = self._ranked(docs, q_vec)
         last = self._last_ranks
         assert last is not None
         if last[2] is None:
             if groups is None:
-                out = ranks(cos_all[docs]) if len(docs) else np.zeros(0, dtype=np.float64)
+                out = ranks(self._all_cosines(q_vec)[docs]) if len(docs) else np.zeros(0, dtype=np.float64)
             else:
                 out = np.repeat(groups.first, groups.counts) + (
                     np.arange(len(docs)) - np.repeat(groups.starts, groups.counts))
@@ -532,31 +556,74 @@ class NamespaceIndex:
         docs = np.asarray(docs, dtype=np.int64)
         if 8 * len(docs) <= len(self.doc_unit):
             return None
-        return self._ranked(docs, q_vec)[1]
+        return self._ranked(docs, q_vec)
 
-    def _ranked(self, docs: np.ndarray, q_vec: np.ndarray) -> tuple[np.ndarray, NoteGroups | None]:
-        """Every piece's cosine, and the note groups of ``docs`` (kept for the same query and docs)."""
-        cos_all = self._all_cosines(q_vec)
-        last = self._last_ranks
-        if last is not None and last[0] is cos_all and np.array_equal(last[1], docs):
-            return cos_all, last[3]
-        groups = None
-        docs = docs.copy()  # kept with the result: the caller's array may change
+    def _ranked(self, docs: np.ndarray, q_vec: np.ndarray) -> NoteGroups | None:
+        """The note groups of ``docs`` (kept for the same query and docs).
+
+        The old units' documents are usually the first ``len(docs)`` written: then the runs
+        are read from :meth:`_note_run_starts`, kept as documents are added, and nothing
+        here passes over every old piece (160,000 at 10,000 units) but the check that
+        ``docs`` ascend; only the notes are ranked."""
+        note_cos = self.note_cosines(q_vec)
         ascending = len(docs) < 2 or bool((docs[1:] > docs[:-1]).all())
+        first_docs = ascending and len(docs) > 0 and docs[0] == 0 and docs[-1] == len(docs) - 1
+        last = self._last_ranks
+        if last is not None and last[0] is note_cos and isinstance(last[1], int) == first_docs and (
+                last[1] == len(docs) if isinstance(last[1], int) else np.array_equal(last[1], docs)):
+            return last[3]
+        # kept with the result: the first documents by their count, others copied (the
+        # caller's array may change)
+        kept: int | np.ndarray = len(docs) if first_docs else docs.copy()
+        groups = None
         if len(docs) and ascending and self._note_ranked_docs(docs):
-            owner = self._doc_note.view[docs]
-            starts = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]])
+            if first_docs:
+                docs = self._first_docs(len(docs))  # read-only: the caller's array may change
+                starts = self._note_run_starts(len(docs))  # positions in docs are documents
+                owner_at_starts = self._doc_note.view[starts]
+            else:
+                docs = kept  # type: ignore[assignment]
+                owner = self._doc_note.view[docs]
+                starts = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]])
+                owner_at_starts = owner[starts]
             counts = np.diff(np.append(starts, len(docs)))
-            group = ranks(cos_all[docs[starts]])  # a note's cosine, once per note
+            k = len(starts)
+            by_note = first_docs and owner_at_starts[-1] == k - 1  # the first k notes, each with pieces
+            # a note's cosine, once per note (for the first notes, as the seeds rank them)
+            group = self.note_cosine_ranks(q_vec, k) if by_note else ranks(note_cos[owner_at_starts])
             # The ranks are a permutation of 1..n, so the order that sorts them is its inverse
             # (linear; a sort of 13,333 notes was a millisecond of each per-call render).
             order = np.empty(len(starts), dtype=np.int64)
             order[group.astype(np.int64) - 1] = np.arange(len(starts))
             first = np.empty(len(starts), dtype=np.float64)
             first[order] = np.cumsum(counts[order]) - counts[order] + 1
-            groups = NoteGroups(docs, starts, counts, first, order)
-        self._last_ranks = (cos_all, docs, None, groups)
-        return cos_all, groups
+            groups = NoteGroups(docs, starts, counts, first, order,
+                                self._doc_note.view[: len(docs)] if by_note else None)
+        self._last_ranks = (note_cos, kept, None, groups)
+        return groups
+
+    def _first_docs(self, n: int) -> np.ndarray:
+        """``np.arange(n)``, read-only, from one buffer grown by doubling."""
+        if len(self._doc_numbers) < n:
+            self._doc_numbers = np.arange(max(n, 2 * len(self._doc_numbers)), dtype=np.int64)
+            self._doc_numbers.setflags(write=False)
+        return self._doc_numbers[:n]
+
+    def _note_run_starts(self, n_docs: int) -> np.ndarray:
+        """The first document of each note's run among the first ``n_docs`` documents: where
+        ``doc_note`` changes, scanned once per document added (a restore makes a new buffer)."""
+        doc_note = self._doc_note.view
+        kept = self._run_starts
+        if kept is None or kept[0] is not self._doc_note:
+            kept = (self._doc_note, 0, GrowableArray(np.int64))
+        buffer, scanned, starts = kept
+        if scanned < len(doc_note):
+            new = doc_note[scanned:]
+            before = doc_note[scanned - 1] if scanned else -1
+            starts.extend((np.flatnonzero(np.r_[new[0] != before, new[1:] != new[:-1]]) + scanned).tolist())
+            kept = (buffer, len(doc_note), starts)
+        self._run_starts = kept
+        return starts.view[: int(np.searchsorted(starts.view, n_docs))]
 
     def _note_ranked_docs(self, docs: np.ndarray) -> bool:
         """Whether ``docs`` (ascending) all take their note's cosine (no own vector among them)."""

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from .arrays import take_ascending
 from .config import FlexAMemConfig
 from .fusion import DenseRanking, Ranking, fused_over, fused_ranking, ranks
 from .index import NamespaceIndex, top_k
@@ -113,12 +114,14 @@ def candidates(q_vec: np.ndarray, notes: Sequence[Note], index: NamespaceIndex,
         # The usual case: the old units are the first n notes written (positions only increase).
         rows = np.arange(n, dtype=np.int64)
         cos = index.note_cosines(q_vec)[:n]
+        cos_ranks = index.note_cosine_ranks(q_vec, n)  # kept: the piece ranking by notes reads it
     else:
         rows = np.fromiter((index.position[nt.unit_key] for nt in notes), dtype=np.int64, count=n)
         cos = index.note_cosines(q_vec)[rows]
+        cos_ranks = None
     pos_of = positions(notes, index)
     if cfg.fused_seeds and cfg.fusion != "bm25":
-        cos = _fused_units(cos, _best_piece_scores(notes, rows, index, query_text, q_vec, cfg), cfg)
+        cos = _fused_units(cos, _best_piece_scores(notes, rows, index, query_text, q_vec, cfg), cfg, cos_ranks)
     seeds = top_k(cos, cfg.seeds)
     best: dict[int, tuple[float, str]] = {}
 
@@ -160,7 +163,7 @@ def _best_piece_scores(notes: Sequence[Note], rows: np.ndarray, index: Namespace
         # values as the dense fusion below, at the cost of the units and the matching pieces.
         w, k = cfg.fusion_weight, cfg.fusion_k
         best[to_old[index.doc_note_array()[docs[groups.starts]]]] = w / (k + groups.first)
-        lexical = bm25[docs]
+        lexical = take_ascending(bm25, docs)
         hit = np.flatnonzero(lexical > 0)
         if len(hit):
             fused_hit = w / (k + groups.ranks_at(hit))
@@ -178,11 +181,13 @@ def _best_piece_scores(notes: Sequence[Note], rows: np.ndarray, index: Namespace
     return best
 
 
-def _fused_units(note_cos: np.ndarray, best_piece: np.ndarray, cfg: FlexAMemConfig) -> np.ndarray:
+def _fused_units(note_cos: np.ndarray, best_piece: np.ndarray, cfg: FlexAMemConfig,
+                 cos_ranks: np.ndarray | None = None) -> np.ndarray:
     """Seed scores: the note cosine ranking and the best-piece ranking of the units, fused by
-    reciprocal ranks (weight ``fusion_weight`` on the pieces)."""
+    reciprocal ranks (weight ``fusion_weight`` on the pieces). ``cos_ranks``: ``ranks(note_cos)``
+    when the caller has them."""
     w = cfg.fusion_weight
-    out = (1.0 - w) / (cfg.fusion_k + ranks(note_cos))
+    out = (1.0 - w) / (cfg.fusion_k + (ranks(note_cos) if cos_ranks is None else cos_ranks))
     has = np.isfinite(best_piece)
     if has.any():
         out[has] += w / (cfg.fusion_k + ranks(best_piece[has]))

@@ -12,11 +12,9 @@ last resort the oldest items are hidden for that call (their units stay stored).
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
-
-import numpy as np
 
 from .index import NamespaceIndex
 from .protocols import RecordWriter, Tokenizer
@@ -238,6 +236,9 @@ class TimelineLevels:
         self.merged: list[list[TimelineItem]] = []
         #: saved[L][g]: tokens saved by merging groups 0..g-1 of level L.
         self.saved: list[list[int]] = []
+        #: most_saved[L][g]: the most of saved[L][1..g] (a merge can lengthen a line, so saved
+        #: may fall): ascending, so the first fit is a binary search, not a pass per call.
+        self.most_saved: list[list[int]] = []
 
     def _inputs(self, level: int) -> list[TimelineItem]:
         return self.records if level == 0 else self.merged[level - 1]
@@ -255,6 +256,7 @@ class TimelineLevels:
         while len(self.merged) <= level:
             self.merged.append([])
             self.saved.append([0])
+            self.most_saved.append([0])
         calls = 0
         while len(self.merged[level]) <= g:
             k = len(self.merged[level])
@@ -263,6 +265,7 @@ class TimelineLevels:
             calls += c
             self.merged[level].append(item)
             self.saved[level].append(self.saved[level][-1] + sum(it.tokens for it in group) - item.tokens)
+            self.most_saved[level].append(max(self.most_saved[level][-1], self.saved[level][-1]))
         return calls
 
     def _first_fit(self, level: int, groups: int, total: int, target: float) -> tuple[int, int]:
@@ -270,9 +273,10 @@ class TimelineLevels:
         (all ``groups`` if none do), merging groups not merged before; returns (j, LLM calls)."""
         have = min(groups, len(self.merged[level]) if level < len(self.merged) else 0)
         if have:
-            fits = np.flatnonzero(total - np.asarray(self.saved[level][1:have + 1]) <= target)
-            if len(fits):
-                return int(fits[0]) + 1, 0
+            # the first g whose merges fit: the first where the most saved so far does
+            j = bisect_left(self.most_saved[level], True, 1, have + 1, key=lambda s: total - s <= target)
+            if j <= have:
+                return j, 0
         j, calls = have, 0
         while j < groups:
             calls += self._group(level, j)

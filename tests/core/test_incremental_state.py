@@ -73,3 +73,48 @@ def test_top_k_is_the_head_of_the_full_sort(values, k):
     arr = np.asarray(values, dtype=np.float64)
     full = np.lexsort((np.arange(len(arr)), -arr))[:k]
     assert top_k(arr, k).tolist() == full.tolist()
+
+
+class _LengtheningMerges:
+    """A user's merge writer whose merges of some groups are longer than the lines they
+    replace: the tokens saved by merging the oldest groups then fall as well as rise."""
+
+    name = "lengthening-test-writer"
+
+    def __init__(self, writer) -> None:
+        self._writer = writer
+
+    def write(self, unit):
+        return self._writer.write(unit)
+
+    def merge(self, texts):
+        if sum(len(t) for t in texts) % 3 == 0:
+            return " / ".join([*texts, *texts]), 0  # longer than the lines it replaces
+        return texts[0][:20], 0
+
+
+@FAST
+@given(data=st.data())
+def test_incremental_timeline_equals_the_rule_when_merges_lengthen_lines(written, data):
+    """The first fit is a binary search over the most tokens saved so far: with merges that
+    save less than nothing it still finds the first groups whose merge fits, as the walk does."""
+    index = written._space("t").index
+    writer = _LengtheningMerges(written.writer)
+    levels = TimelineLevels(index, writer, written.tokenizer, 4)
+    levels.build(index.notes, 0)  # every merge made: the case this test is for occurs
+    assert any(b < a for s in levels.saved for a, b in zip(s, s[1:]))
+    whole = levels.build(index.notes, 10**9).total
+    for target in range(0, whole + 1, max(1, whole // 300)):  # every first fit of the full history
+        scratch = Timeline(index.notes, index, writer, written.tokenizer, 4)
+        scratch.merge_down_to(target)
+        assert [i.line for i in levels.build(index.notes, target).items] == [i.line for i in scratch.items]
+    for _ in range(6):
+        n = data.draw(st.integers(0, len(index.notes)))
+        target = data.draw(st.one_of(st.integers(0, 20_000), st.sampled_from([0, 1, 50, 300])))
+        notes = index.notes[:n]
+        scratch = Timeline(notes, index, writer, written.tokenizer, 4)
+        scratch.merge_down_to(target)
+        fast = levels.build(notes, target)
+        assert [(i.start, i.end, i.level, i.line) for i in fast.items] == \
+            [(i.start, i.end, i.level, i.line) for i in scratch.items]
+        assert fast.total == scratch.total

@@ -148,3 +148,44 @@ def test_the_note_ranking_orders_as_the_dense_fusion(indexes, hashing_embedder, 
         assert best == b.best(k)
         np.testing.assert_array_equal(a.score(best), b.score(best))
         np.testing.assert_array_equal(a.score(docs), dense.scores[docs])
+
+
+@settings(max_examples=200, deadline=None)
+@given(base=st.floats(-1e6, 1e6, allow_nan=False), steps=st.lists(st.integers(-3, 3), min_size=1, max_size=40),
+       extra=st.lists(st.sampled_from([*SPECIAL, 1e300, -1e300, 5e-324]), max_size=5))
+def test_float64_values_closer_than_float32_keep_the_definition(base, steps, extra):
+    """float64 values are ordered by their float32 roundings first: values a few ulps apart
+    (one float32), out of the float32 range or below its smallest, still rank exactly."""
+    values = np.asarray([base + s * np.spacing(base) for s in steps] + extra, dtype=np.float64)
+    np.testing.assert_array_equal(ranks(values), _definition(values))
+
+
+def test_the_first_documents_rank_by_notes_after_a_reopen_and_more_writes(tokenizer, hashing_embedder):
+    """The notes' runs of the first documents are kept as documents are added, and start over
+    on an index read back from its snapshot: the ranks equal the definition before and after."""
+    from flexamem_core import FlexAMem, FlexAMemConfig
+    from flexamem_core.bench import synthetic_history
+    from flexamem_core.stores import InMemoryStore
+
+    history = synthetic_history(80)
+    store = InMemoryStore()
+    first = FlexAMem(FlexAMemConfig(agent_unit_tokens=300), store=store, tokenizer=tokenizer,
+                     embedder=hashing_embedder)
+    first.ingest(history[:300], namespace="r")
+    first._space("r").index.save()
+    q = hashing_embedder.embed(["parser config value"])[0]
+    for mem in (first, FlexAMem(FlexAMemConfig(agent_unit_tokens=300), store=store, tokenizer=tokenizer,
+                                embedder=hashing_embedder)):
+        index = mem._space("r").index
+        for grown in (0, 1):
+            if grown:
+                mem.ingest(history[: 300 + 40 * (mem is not first) + 60], namespace="r")
+            n = len(index.doc_unit)
+            for d in (n, n // 2 + 1, 1):
+                docs = np.arange(d)
+                got = index.piece_cosine_ranks(docs, q)
+                np.testing.assert_array_equal(got, _definition(index.piece_cosines(docs, q)))
+                groups = index.note_groups(docs, q)
+                if groups is not None:
+                    owner = index.doc_note_array()[docs]
+                    np.testing.assert_array_equal(groups.starts, np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]]))
