@@ -177,6 +177,7 @@ def test_the_first_documents_rank_by_notes_after_a_reopen_and_more_writes(tokeni
     for mem in (first, FlexAMem(FlexAMemConfig(agent_unit_tokens=300), store=store, tokenizer=tokenizer,
                                 embedder=hashing_embedder)):
         index = mem._space("r").index
+        assert mem is first or index.saved_covers > 0  # read back from the snapshot, then grown
         for grown in (0, 1):
             if grown:
                 mem.ingest(history[: 300 + 40 * (mem is not first) + 60], namespace="r")
