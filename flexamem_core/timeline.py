@@ -236,7 +236,7 @@ class TimelineLevels:
         self.merged: list[list[TimelineItem]] = []
         #: saved[L][g]: tokens saved by merging groups 0..g-1 of level L.
         self.saved: list[list[int]] = []
-        #: most_saved[L][g]: the most of saved[L][1..g] (a merge can lengthen a line, so saved
+        #: most_saved[L][g]: the most of 0 and saved[L][1..g] (a merge can lengthen a line, so saved
         #: may fall): ascending, so the first fit is a binary search, not a pass per call.
         self.most_saved: list[list[int]] = []
 
