@@ -75,6 +75,14 @@ class NoteGroups:
             np.cumsum(counts) - counts, counts))
         return at[:n]
 
+def _same_docs(kept: int | np.ndarray, docs: np.ndarray, first_docs: bool) -> bool:
+    """Whether ``docs`` are the documents kept with a ranking: the first ``kept`` documents
+    (an int), or a copy of them."""
+    if isinstance(kept, int):
+        return bool(first_docs) and kept == len(docs)
+    return not first_docs and np.array_equal(kept, docs)
+
+
 class _Rows:
     """A float32 matrix that grows by rows: a read-only ``base`` (the piece vectors of a
     loaded snapshot, read in place from its bytes) and a tail grown by doubling.
@@ -569,8 +577,7 @@ class NamespaceIndex:
         ascending = len(docs) < 2 or bool((docs[1:] > docs[:-1]).all())
         first_docs = ascending and len(docs) > 0 and docs[0] == 0 and docs[-1] == len(docs) - 1
         last = self._last_ranks
-        if last is not None and last[0] is note_cos and isinstance(last[1], int) == first_docs and (
-                last[1] == len(docs) if isinstance(last[1], int) else np.array_equal(last[1], docs)):
+        if last is not None and last[0] is note_cos and _same_docs(last[1], docs, first_docs):
             return last[3]
         # kept with the result: the first documents by their count, others copied (the
         # caller's array may change)

@@ -114,14 +114,15 @@ def candidates(q_vec: np.ndarray, notes: Sequence[Note], index: NamespaceIndex,
         # The usual case: the old units are the first n notes written (positions only increase).
         rows = np.arange(n, dtype=np.int64)
         cos = index.note_cosines(q_vec)[:n]
-        cos_ranks = index.note_cosine_ranks(q_vec, n)  # kept: the piece ranking by notes reads it
     else:
         rows = np.fromiter((index.position[nt.unit_key] for nt in notes), dtype=np.int64, count=n)
         cos = index.note_cosines(q_vec)[rows]
-        cos_ranks = None
     pos_of = positions(notes, index)
     if cfg.fused_seeds and cfg.fusion != "bm25":
-        cos = _fused_units(cos, _best_piece_scores(notes, rows, index, query_text, q_vec, cfg), cfg, cos_ranks)
+        best_piece = _best_piece_scores(notes, rows, index, query_text, q_vec, cfg)
+        # the old notes' ranks, kept by the index: the piece ranking by notes made them
+        cos_ranks = index.note_cosine_ranks(q_vec, n) if rows[-1] == n - 1 else None
+        cos = _fused_units(cos, best_piece, cfg, cos_ranks)
     seeds = top_k(cos, cfg.seeds)
     best: dict[int, tuple[float, str]] = {}
 
