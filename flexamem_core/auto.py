@@ -135,7 +135,7 @@ def signals(notes: Sequence[Note], index: NamespaceIndex, words_text: str, words
         else fused_ranking(docs, bm25, q_vec, index, cfg)
     k = min(rule.top_pieces, len(docs))
     # the k best pieces, ties by document
-    top = np.asarray(ranking.best(k)[:k] if k else [], dtype=np.int64)
+    top = ranking.best(k)[:k] if k else np.zeros(0, dtype=np.int64)
     top = top[ranking.score(top) > 0] if len(top) else top
     if len(top) == 0:
         return Signals(words_from, len(words), matched, 0.0, None, 0)

@@ -64,7 +64,7 @@ class NoteWriter:
                         raw_tokens=self.tokenizer.count(unit.raw), first_step=unit.first_step,
                         last_step=next_step(unit) - 1, label=unit_label(unit),
                         writer=rec.writer, llm_calls=rec.llm_calls, messages=len(unit.messages),
-                        digest=messages_digest(unit.messages, unit.kind))
+                        digest=messages_digest(unit.messages, unit.kind), counted_by=self.tokenizer.name)
             pieces: list[Piece] = plist
             if self.config.embeds_pieces:
                 pieces = [dataclasses.replace(p, embedding=np.array(embedded[at + i], dtype=np.float32))

@@ -25,6 +25,7 @@ from .index import NamespaceIndex, top_k
 from .protocols import Tokenizer
 from .schema import Note, Piece
 from .timeline import Timeline
+from .tokens import count_concat
 from .unit_report import timeline_runs, unit_rows
 
 MEMORY_OPEN = "<memory>"
@@ -43,6 +44,10 @@ class Candidate:
     why: str
 
 
+#: A text in parts, each with its exact count where one is stored (else None).
+Segments = tuple[tuple[str, int | None], ...]
+
+
 @dataclass
 class Element:
     """Recovered text for one unit (or the pieces of one unit) placed into the timeline."""
@@ -53,6 +58,12 @@ class Element:
     text: str
     tokens: int
     in_place: bool
+    #: ``text`` in parts, each with its exact count where one is stored (a raw unit's text,
+    #: counted by this tokenizer when written): :meth:`Assembler.measure` counts only the rest.
+    parts: Segments = ()
+
+    def segments(self) -> Segments:
+        return self.parts or ((self.text, None),)
 
 
 @dataclass
@@ -332,14 +343,23 @@ class Assembler:
         self.tokenizer = tokenizer
         self.detail_after = detail_after
 
-    def text(self, elements: Sequence[Element], tail: str = "") -> str:
+    def text(self, elements: Sequence[Element], tail: str | Segments = "") -> str:
+        return "".join(text for text, _ in self.segments(elements, tail))
+
+    def measure(self, elements: Sequence[Element], tail: str | Segments = "") -> tuple[str, int]:
+        """The memory text and its exact count (stored counts of raw texts reused)."""
+        segments = self.segments(elements, tail)
+        return "".join(text for text, _ in segments), count_concat(self.tokenizer, segments)
+
+    def segments(self, elements: Sequence[Element], tail: str | Segments = "") -> list[tuple[str, int | None]]:
+        """The memory text as lines joined by newlines, a recovered element's line in its parts."""
         by_item: dict[int, list[Element]] = {}
         for e in elements:
             item = self.timeline.item_at(e.pos)
             by_item.setdefault(item.start if item is not None else -1, []).append(e)
         for group in by_item.values():
             group.sort(key=lambda e: (e.pos, e.rank))
-        lines = [MEMORY_OPEN, MEMORY_INTRO]
+        lines: list[str | Element | Segments] = [MEMORY_OPEN, MEMORY_INTRO]
         later: list[Element] = []
         if self.timeline.hidden_until:
             lines.append(f"- [{self.timeline.hidden_until} earlier units not shown in this call]")
@@ -347,27 +367,34 @@ class Assembler:
             if self.detail_after:
                 later.extend(hidden)
             else:
-                lines.extend(e.text for e in hidden)
+                lines.extend(hidden)
         for item in self.timeline.items:
             here = by_item.get(item.start, ())
             in_place = [e for e in here if e.in_place]
             if in_place:
-                lines.extend(e.text for e in in_place)
+                lines.extend(in_place)
             else:
                 lines.append(item.line)
             after = [e for e in here if not e.in_place]
             if self.detail_after:
                 later.extend(after)
             else:
-                lines.extend(e.text for e in after)
-        lines.extend(e.text for e in sorted(later, key=lambda e: (e.pos, e.rank)))
+                lines.extend(after)
+        lines.extend(sorted(later, key=lambda e: (e.pos, e.rank)))
         if tail:
             lines.append(tail)
         lines.append(MEMORY_CLOSE)
-        return "\n".join(lines)
-
-    def count(self, text: str) -> int:
-        return self.tokenizer.count(text)
+        out: list[tuple[str, int | None]] = []
+        for k, line in enumerate(lines):
+            if k:
+                out.append(("\n", None))
+            if isinstance(line, Element):
+                out.extend(line.segments())
+            elif isinstance(line, tuple):
+                out.extend(line)
+            else:
+                out.append((line, None))
+        return out
 
 
 def shrink(assembler: Assembler, elements: list[Element], allowance: int, tail_fn: Any = None
@@ -376,8 +403,7 @@ def shrink(assembler: Assembler, elements: list[Element], allowance: int, tail_f
     elements = sorted(elements, key=lambda e: e.rank)
     while True:
         tail = tail_fn(elements) if tail_fn else ""
-        text = assembler.text(elements, tail)
-        n = assembler.count(text)
+        text, n = assembler.measure(elements, tail)
         if n <= allowance or not elements:
             return text, n, elements
         elements = elements[:-1]
@@ -403,8 +429,9 @@ def fit_or_degrade(notes: Sequence[Note], cands: Sequence[Candidate], room: int,
         header = f"- [{note.label}] (raw)"
         raw_cost = tokenizer.count(header) + 1 + note.raw_tokens + 1 - credit
         if raw_cost <= room:
-            raw_text = f"{header}\n{store.get_unit(ns, note.unit_key).raw}"
-            elements.append(Element(cand.pos, rank, "raw", raw_text, raw_cost + credit, in_place))
+            raw = store.get_unit(ns, note.unit_key).raw
+            parts = ((f"{header}\n", None), (raw, note.raw_tokens if note.counted_by == tokenizer.name else None))
+            elements.append(Element(cand.pos, rank, "raw", f"{header}\n{raw}", raw_cost + credit, in_place, parts))
             room -= raw_cost
             continue
         if not cfg.excerpts:
@@ -513,35 +540,38 @@ def piece_recovery(notes: Sequence[Note], timeline: Timeline, query_text: str, q
             raws[key] = store.get_unit(ns, key).raw
         return raws[key]
 
-    def tail(kept: Sequence[Element]) -> str:
+    def tail(kept: Sequence[Element]) -> Segments:
+        """The pieces' lines, a whole unit's text with its stored count (see :class:`Element`)."""
         if not kept:
-            return ""
+            return ()
         by_unit: dict[int, list[int]] = {}
         for e in kept:
             by_unit.setdefault(e.pos, []).append(int(e.text))
-        out = [PIECES_HEADER]
+        out: list[list[tuple[str, int | None]]] = [[(PIECES_HEADER, None)]]
         label, prev, prev_ends = None, -2, False
         for pos in sorted(by_unit):
-            key = notes[pos].unit_key
+            note = notes[pos]
+            key = note.unit_key
             plist = pieces_of(key)
             ps = sorted((plist[index.doc_piece[d]] for d in by_unit[pos]), key=lambda p: p.index)
             joined = verbatim_join(ps, plist, lambda k=key: raw_of(k))
-            if notes[pos].label != label:
-                label = notes[pos].label
-                out.append(group_header(label))
-            elif out[-1].endswith("\n...") and joined.startswith("..."):
+            if note.label != label:
+                label = note.label
+                out.append([(group_header(label), None)])
+            elif "".join(text for text, _ in out[-1]).endswith("\n...") and joined.startswith("..."):
                 joined = joined[4:]  # one mark between two units of one group, not two
             elif prev_ends and ps[0].index == 0:
                 # the previous unit's text runs to its end and this one's from its start: the
                 # turns meet as in the conversation (a blank line) if the units are neighbours,
                 # else the units between them are left out, and marked
                 if pos == prev + 1:
-                    out[-1] += "\n"
+                    out[-1].append(("\n", None))
                 else:
-                    out.append("...")
-            out.append(joined)
+                    out.append([("...", None)])
+            whole = len(ps) == len(plist) and note.counted_by == tokenizer.name and raws.get(key) == joined
+            out.append([(joined, note.raw_tokens if whole else None)])
             prev, prev_ends = pos, ps[-1].index == len(plist) - 1
-        return "\n".join(out)
+        return tuple(segment for k, line in enumerate(out) for segment in ([("\n", None)] if k else []) + line)
 
     # Elements carry the doc number in ``text``; the tail renders them grouped by unit.
     elements = [Element(pos_of[index.doc_unit[d]], rank, "piece", str(d), int(tokens[d]), False)
@@ -634,8 +664,8 @@ class _Framing:
 class _PieceAssembler(Assembler):
     """Piece elements never replace records: they are rendered by the tail only."""
 
-    def text(self, elements: Sequence[Element], tail: str = "") -> str:
-        return super().text((), tail)
+    def segments(self, elements: Sequence[Element], tail: str | Segments = "") -> list[tuple[str, int | None]]:
+        return super().segments((), tail)
 
 
 #: Pieces in a row that fit by their own size but not with their framing before the walk
@@ -685,8 +715,8 @@ def select_pieces(ranking: Ranking, tokens: Sequence[int] | np.ndarray, room: in
             runs = _Runs(order, ranking.score(order), tokens_of)
             continue
         i, j = nxt
-        run = order[i:j]
-        if len(run) > 1 and sum(int(tokens_of[d]) for d in run) > room:
+        run = order[i:j].tolist()
+        if len(run) > 1 and int(tokens_of[order[i:j]].sum()) > room:
             cos = cosine(run)
             run = [d for _, d in sorted(zip((-cos).tolist(), run))]
         for d in run:
@@ -711,7 +741,7 @@ def select_pieces(ranking: Ranking, tokens: Sequence[int] | np.ndarray, room: in
 class _Runs:
     """The runs of equal scores of a best-first order, with the smallest piece of each."""
 
-    def __init__(self, order: list[int], values: np.ndarray, tokens: np.ndarray) -> None:
+    def __init__(self, order: np.ndarray, values: np.ndarray, tokens: np.ndarray) -> None:
         """``values``: the scores of ``order``, in its order."""
         arr = np.asarray(order, dtype=np.int64)
         self.n = len(arr)

@@ -135,6 +135,9 @@ class Note:
     messages: int = 0
     #: ``units.messages_digest`` of the unit's messages ("" in older notes: the key is checked).
     digest: str = ""
+    #: The name of the tokenizer that counted ``record_tokens`` and ``raw_tokens`` ("" where
+    #: unknown): a render takes a count as exact only from the tokenizer it counts with.
+    counted_by: str = ""
 
     def to_dict(self, embedding: bool = True) -> dict[str, Any]:
         """Its fields as JSON values; ``embedding=False`` leaves the vector out (a store keeps
@@ -145,7 +148,7 @@ class Note:
              "links": list(self.links), "raw_tokens": self.raw_tokens,
              "first_step": self.first_step, "last_step": self.last_step, "label": self.label,
              "writer": self.writer, "llm_calls": self.llm_calls, "messages": self.messages,
-             "digest": self.digest}
+             "digest": self.digest, "counted_by": self.counted_by}
         if embedding:
             d["embedding"] = [float(x) for x in np.asarray(self.embedding, dtype=np.float32)]
         return d
@@ -160,7 +163,7 @@ class Note:
                    first_step=int(d.get("first_step", 0)), last_step=int(d.get("last_step", 0)),
                    label=d.get("label", ""), writer=d.get("writer", "rule"),
                    llm_calls=int(d.get("llm_calls", 0)), messages=int(d.get("messages", 0)),
-                   digest=str(d.get("digest", "")))
+                   digest=str(d.get("digest", "")), counted_by=str(d.get("counted_by", "")))
 
 
 @dataclass(frozen=True)

@@ -272,3 +272,48 @@ def test_render_question_with_a_system_prompt(reader):
     r = reader.render_question("Which cat did Maya adopt?", system_prompt="Answer briefly.")
     assert r.messages[0] == Message(role="system", content="Answer briefly.")
     assert "Pixel" in r.memory_text
+
+
+class _OffByOne:
+    """Another counter (another name): one token more than o200k_base for every text."""
+
+    name = "o200k_base+1"
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+
+    def count(self, text: str) -> int:
+        return self.inner.count(text) + 1 if text else 0
+
+    def split(self, text: str, max_tokens: int) -> list[str]:
+        return self.inner.split(text, max_tokens)
+
+
+@pytest.mark.parametrize("mode", ["unit", "auto"])
+@pytest.mark.parametrize("written_by", ["same", "other"])
+def test_raw_units_are_counted_exactly_from_their_stored_counts(written_by, mode, embedder):
+    """A unit's whole text (raw in unit mode, all its pieces in automatic mode) is counted from
+    its note's ``raw_tokens`` (its lines are not counted again, and a memo this small has let
+    them go), but only where the note was counted by a tokenizer of the render's name: the
+    memory's count is the text's exact count either way."""
+    from flexamem_core.tokens import TiktokenTokenizer
+
+    from .checks import independent_tokens
+
+    small = TiktokenTokenizer(cache_size=40)
+    writer = make(embedder, small if written_by == "same" else _OffByOne(small), budget=200_000)
+    writer.ingest(agent_history())
+    mem = FlexAMem(FlexAMemConfig(budget=3000, agent_unit_tokens=200, cache_stable=False, mode=mode),
+                   store=writer.store, tokenizer=small, embedder=embedder)
+    r = mem.render(agent_history())
+    counted_by = {n.counted_by for n in mem.store.notes("default")}
+    assert counted_by == {"o200k_base" if written_by == "same" else "o200k_base+1"}
+    if mode == "unit":
+        assert r.report["spent"]["raw"] > 0 and "(raw)\n" in r.memory_text
+    else:
+        whole = [n for n in mem.store.notes("default") if mem.store.get_unit("default", n.unit_key).raw in r.memory_text
+                 and len(mem.store.pieces("default", n.unit_key)) > 1]
+        assert whole, "some unit is shown whole, from its pieces"
+    exact = len(small.encoding.encode_ordinary(r.memory_text))
+    assert r.report["memory_tokens"] == exact
+    assert r.tokens == independent_tokens(r.messages) <= 3000

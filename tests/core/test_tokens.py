@@ -143,3 +143,34 @@ def test_a_memory_text_is_counted_from_the_counts_of_its_lines():
     whole = TiktokenTokenizer(tk.encoding)
     whole.line_additive = False
     assert whole.count(text) == tk.count(text) and lines[7] + "\n" not in whole._cache
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.lists(st.tuples(st.lists(PARTS, max_size=80), st.booleans(), st.integers(0, 30)), min_size=1, max_size=8))
+def test_joined_segments_are_counted_exactly_with_their_given_counts(segments):
+    """A segment's own count (a stored ``raw_tokens``) stands for all of it but the text before
+    its first cut and after its last, wherever it is joined: long and short segments, with or
+    without cuts, after and before text that does or does not end or start one."""
+    counter = TiktokenTokenizer()
+    given_ = []
+    for parts, known, lines in segments:
+        text = "".join(parts) + "".join(f"\nline {i} = {i % 7}/x" for i in range(lines * 8))
+        given_.append((text, counter.count(text) if known else None))
+    joined = "".join(text for text, _ in given_)
+    tk = TiktokenTokenizer(counter.encoding)  # nothing memoised
+    assert tk.count_concat(given_) == len(tk.encoding.encode_ordinary(joined))
+    assert tk._cache[joined] == tk.count_concat(given_), "the whole is memoised"
+
+
+def test_a_given_count_is_used_for_what_lies_between_the_cuts():
+    """Only the first and last lines of a segment with its count are counted again (a render
+    passes only counts stored by a tokenizer of its name)."""
+    tk = TiktokenTokenizer()
+    raw = "[step 3] ran\n" + "".join(f"src/a_{i}.py:{i}: value = {i}\n" for i in range(50)) + "done."
+    exact = len(tk.encoding.encode_ordinary(raw))
+    encoded: list[str] = []
+    counting = tk.count_uncached
+    tk.count_uncached = lambda text: encoded.append(text) or counting(text)  # type: ignore[method-assign]
+    assert tk.count_concat([("- [s] (raw)\n", None), (raw, exact), ("\n</memory>", None)]) == \
+        len(tk.encoding.encode_ordinary("- [s] (raw)\n" + raw + "\n</memory>"))
+    assert not any("src/a_7.py" in text for text in encoded), "the middle lines are not counted"
