@@ -48,6 +48,11 @@ class Candidate:
 Segments = tuple[tuple[str, int | None], ...]
 
 
+def stored_raw_tokens(note: Note, tokenizer: Tokenizer) -> int | None:
+    """The note's count of its unit's raw text where a tokenizer of this name made it, else None."""
+    return note.raw_tokens if note.counted_by == tokenizer.name else None
+
+
 @dataclass
 class Element:
     """Recovered text for one unit (or the pieces of one unit) placed into the timeline."""
@@ -430,7 +435,7 @@ def fit_or_degrade(notes: Sequence[Note], cands: Sequence[Candidate], room: int,
         raw_cost = tokenizer.count(header) + 1 + note.raw_tokens + 1 - credit
         if raw_cost <= room:
             raw = store.get_unit(ns, note.unit_key).raw
-            parts = ((f"{header}\n", None), (raw, note.raw_tokens if note.counted_by == tokenizer.name else None))
+            parts = ((f"{header}\n", None), (raw, stored_raw_tokens(note, tokenizer)))
             elements.append(Element(cand.pos, rank, "raw", f"{header}\n{raw}", raw_cost + credit, in_place, parts))
             room -= raw_cost
             continue
@@ -558,7 +563,7 @@ def piece_recovery(notes: Sequence[Note], timeline: Timeline, query_text: str, q
             if note.label != label:
                 label = note.label
                 out.append([(group_header(label), None)])
-            elif "".join(text for text, _ in out[-1]).endswith("\n...") and joined.startswith("..."):
+            elif out[-1][-1][0].endswith("\n...") and joined.startswith("..."):
                 joined = joined[4:]  # one mark between two units of one group, not two
             elif prev_ends and ps[0].index == 0:
                 # the previous unit's text runs to its end and this one's from its start: the
@@ -568,8 +573,8 @@ def piece_recovery(notes: Sequence[Note], timeline: Timeline, query_text: str, q
                     out[-1].append(("\n", None))
                 else:
                     out.append([("...", None)])
-            whole = len(ps) == len(plist) and note.counted_by == tokenizer.name and raws.get(key) == joined
-            out.append([(joined, note.raw_tokens if whole else None)])
+            whole = len(ps) == len(plist) and raws.get(key) == joined
+            out.append([(joined, stored_raw_tokens(note, tokenizer) if whole else None)])
             prev, prev_ends = pos, ps[-1].index == len(plist) - 1
         return tuple(segment for k, line in enumerate(out) for segment in ([("\n", None)] if k else []) + line)
 

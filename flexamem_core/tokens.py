@@ -69,8 +69,9 @@ _SLICE_CHARS = 200_000
 #: Where o200k_base counts add up (module docstring): after a newline, before an ASCII
 #: character that is printable, not a space and not "/" (non-ASCII characters are left
 #: uncut: their whitespace classes differ).
-_LINE_CUT = re.compile(r"(?<=\n)(?=[!-.0-~])")
-_CUT_BEFORE = re.compile(r"[!-.0-~]")
+_CUT_CHARS = r"[!-.0-~]"
+_LINE_CUT = re.compile(rf"(?<=\n)(?={_CUT_CHARS})")
+_CUT_BEFORE = re.compile(_CUT_CHARS)
 #: Shorter texts are counted whole (a split would cost more than it saves).
 LINE_COUNT_MIN_CHARS = 2_000
 
