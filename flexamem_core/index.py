@@ -7,7 +7,7 @@ no render rescans the history.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import repeat
 from typing import Any
@@ -41,6 +41,9 @@ def top_k(values: np.ndarray, k: int) -> np.ndarray:
         idx = np.arange(n)
     return idx[np.lexsort((idx, -values[idx]))][:k]
 
+
+#: Merged records a namespace reads one by one before it lists them all (``get_merged``).
+MERGED_POINT_READS = 64
 
 
 @dataclass(frozen=True)
@@ -203,6 +206,8 @@ class NamespaceIndex:
         self._last_note_ranks: tuple[np.ndarray, int, np.ndarray] | None = None
         self.unit_docs: dict[str, range] = {}
         self.merged: dict[str, MergedRecord] = {}
+        self._merged_reads = 0  # merged records read one by one (``get_merged``)
+        self._merged_listed = False
         #: Timeline items already built, keyed by (start, end, last unit key[, writer]).
         self.timeline_items: dict[tuple[Any, ...], Any] = {}
         #: Per-process render state derived from the notes (the incremental timeline).
@@ -220,11 +225,10 @@ class NamespaceIndex:
         saved snapshot of the index plus the units written after it."""
         arrays = self._snapshot()
         notes = self._notes_from_snapshot(arrays) if arrays is not None else None
+        from_snapshot = notes is not None  # then the covered notes' embeddings are its rows
         if notes is None:
             notes = self.store.notes(self.namespace)
-        if notes and isinstance(self.store, MergedListing):
-            self.merged.update((m.key, m) for m in self.store.merged_records(self.namespace))
-        covered = self._restore(notes, arrays) if notes else 0
+        covered = self._restore(notes, arrays, from_snapshot) if notes else 0
         if covered == 0:
             pieces_by_unit: dict[str, list[Piece]] = {}
             for p in self.store.iter_pieces(self.namespace):
@@ -260,8 +264,10 @@ class NamespaceIndex:
             return None
         return [*notes, *rest]
 
-    def _restore(self, notes: Sequence[Note], arrays: dict[str, np.ndarray] | None) -> int:
-        """Load the snapshot ``arrays`` if it fits ``notes``; returns the notes it covers."""
+    def _restore(self, notes: Sequence[Note], arrays: dict[str, np.ndarray] | None,
+                 from_snapshot: bool = False) -> int:
+        """Load the snapshot ``arrays`` if it fits ``notes`` (``from_snapshot``: the notes it
+        covers were read from it); returns the notes it covers."""
         if arrays is None or not snapshot.covers_prefix(arrays, [n.unit_key for n in notes]):
             return 0
         covered = int(arrays["covers"])
@@ -274,7 +280,7 @@ class NamespaceIndex:
                 or (len(own_docs) and (own_docs[0] < 0 or own_docs[-1] >= n_docs
                                        or bool((np.diff(own_docs) <= 0).any()))):
             return 0
-        self._add_notes(notes[:covered])
+        self._add_notes(notes[:covered], arrays["note_vectors"][:covered] if from_snapshot else None)
         self.bm25 = BM25Index.restore(arrays, self.bm25.k1, self.bm25.b)
         starts = np.concatenate([[0], np.cumsum(counts)]).tolist()
         for note, a, b in zip(notes, starts, starts[1:]):
@@ -297,16 +303,19 @@ class NamespaceIndex:
                              if b <= covered and (w < 0 or w < len(writer_names))}
         return covered
 
+    def saved_lines(self, tokenizer: str) -> Mapping[tuple[int, int, str], int]:
+        """The token counts of timeline lines saved with the snapshot, by (start, end, writer)
+        as :meth:`saved_line_tokens` reads them, if counted by ``tokenizer`` (else none)."""
+        return self._saved_lines if tokenizer == self._saved_lines_by else {}
+
     def saved_line_tokens(self, start: int, end: int, writer: str, tokenizer: str) -> int | None:
         """The token count of a timeline line saved with the snapshot (``writer`` is "" for a
         record, the merge writer's name for a merged line), if counted by this tokenizer: a
         reopened timeline would otherwise tokenize every line of the history again."""
-        if tokenizer != self._saved_lines_by:
-            return None
-        return self._saved_lines.get((start, end, writer))
+        return self.saved_lines(tokenizer).get((start, end, writer))
 
     def _line_arrays(self, tokenizer: str) -> dict[str, np.ndarray]:
-        """The timeline lines built so far (records and merges) and their token counts."""
+        """The timeline lines built or counted so far (records and merges) and their token counts."""
         writers: list[str] = []
         rows: list[tuple[int, int, int, int]] = []
         for key, item in self.timeline_items.items():
@@ -319,6 +328,15 @@ class NamespaceIndex:
                     writers.append(key[3])
                 w = writers.index(key[3])
             rows.append((start, end, w, item.tokens))
+        # the lines the snapshot counted and no call has built since (a reopen builds only
+        # the lines it shows): still lines of the first notes, which never change
+        if self._saved_lines and tokenizer == self._saved_lines_by:
+            built = {(a, b, writers[w] if w >= 0 else "") for a, b, w, _ in rows}
+            for (start, end, writer), tokens in self._saved_lines.items():
+                if (start, end, writer) not in built:
+                    if writer and writer not in writers:
+                        writers.append(writer)
+                    rows.append((start, end, writers.index(writer) if writer else -1, tokens))
         cols = np.asarray(rows, dtype=np.int64).reshape(-1, 4)
         return {"line_tokenizer": np.frombuffer("\n".join([tokenizer, *writers]).encode(), dtype=np.uint8),
                 "line_starts": cols[:, 0].astype(np.int32), "line_ends": cols[:, 1].astype(np.int32),
@@ -350,18 +368,28 @@ class NamespaceIndex:
                                       snapshot.encode(arrays, [n.unit_key for n in self.notes]))
         self.saved_covers = len(self.notes)
 
-    def _add_notes(self, notes: Sequence[Note]) -> None:
-        """Index many notes at once (a restore): one stacked copy of their vectors."""
+    def _add_notes(self, notes: Sequence[Note], stacked: np.ndarray | None = None) -> None:
+        """Index many notes at once (a restore): one stacked copy of their vectors. ``stacked``:
+        the notes' vectors as the rows of one matrix, where the caller has them so (a
+        snapshot's notes, whose embeddings are its rows: one copy, not a gather of 10,000)."""
         if self._n or not notes:
             for note in notes:
                 self._add_note(note)
             return
-        rows = [np.asarray(n.embedding, dtype=np.float32).reshape(-1) for n in notes]
+        if stacked is not None and stacked.shape[0] == len(notes):
+            dim = stacked.shape[1]
+        else:
+            stacked = None
+            rows = [np.asarray(n.embedding, dtype=np.float32).reshape(-1) for n in notes]
+            dim = rows[0].shape[0]
         # Stacked straight into the growable buffer (np.empty: the spare half is never read
         # nor touched): a stacked copy then copied into zeroed memory cost 0.1 s at 13,333 notes.
-        vectors = np.empty((max(64, 2 * len(notes)), rows[0].shape[0]), dtype=np.float32)
+        vectors = np.empty((max(64, 2 * len(notes)), dim), dtype=np.float32)
         try:
-            np.stack(rows, out=vectors[: len(notes)])
+            if stacked is not None:
+                vectors[: len(notes)] = stacked
+            else:
+                np.stack(rows, out=vectors[: len(notes)])
         except ValueError:
             raise ValueError(f"notes of namespace {self.namespace!r} have embeddings of different "
                              "dimensions") from None
@@ -641,8 +669,22 @@ class NamespaceIndex:
         return at == len(own) or own[at] > docs[-1]
 
     def get_merged(self, key: str) -> MergedRecord | None:
+        """The merged record ``key``, read from the store once.
+
+        A render builds the merged lines it shows, and on a reopen the snapshot's line counts
+        spare it the others: a few dozen records, read one by one. Without those counts it
+        builds every merged line of the history (3,300 at 10,000 units), so after
+        ``MERGED_POINT_READS`` reads the store lists them all in one query (``MergedListing``).
+        """
         found = self.merged.get(key)
+        if found is None and not self._merged_listed and self._merged_reads >= MERGED_POINT_READS \
+                and isinstance(self.store, MergedListing):
+            self._merged_listed = True
+            for m in self.store.merged_records(self.namespace):
+                self.merged.setdefault(m.key, m)
+            found = self.merged.get(key)
         if found is None:
+            self._merged_reads += 1
             found = self.store.get_merged(self.namespace, key)
             if found is not None:
                 self.merged[key] = found

@@ -14,13 +14,15 @@ import math
 import operator
 import threading
 from bisect import bisect_left
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from .auto import auto_plan
+from .collector import collector_paused
 from .config import FlexAMemConfig
 from .embeddings import default_embedder, normalize
 from .grown import MessagesView, grow_copy
@@ -200,26 +202,49 @@ class FlexAMem:
         return self.store.namespace_version(namespace) if isinstance(self.store, NamespaceVersions) else None
 
     def _space(self, namespace: str) -> _Namespace:
+        """The namespace's state, loaded from the store where this process has none (or an
+        outdated one)."""
+        return self._current_space(namespace) or self._load_space(namespace)
+
+    @contextmanager
+    def _call_space(self, namespace: str) -> Iterator[_Namespace]:
+        """The namespace's state for one call. A call that loads it from the store runs with
+        the cyclic collector paused (:mod:`.collector`): the load and the first match of the
+        chain build about a million long-lived objects at 10,000 units, and a full collection
+        walked them all inside the call. They are frozen once the call is done, so later full
+        collections skip them too."""
+        space = self._current_space(namespace)
+        if space is not None:
+            yield space
+            return
+        with collector_paused():
+            space = self._load_space(namespace)
+            yield space
+            # frozen before the collector resumes: its first young collection would walk them all
+            if space.index.notes:  # a namespace new to the store loads nothing worth freezing
+                gc.freeze()
+
+    def _current_space(self, namespace: str) -> _Namespace | None:
+        """The state this process holds for the namespace, if the store has not changed it
+        since (another instance wrote to or forgot from it: then the state is dropped, so it
+        is rebuilt from the store and nothing it wrote is missed or forgot is used)."""
         check_namespace(namespace)
         space = self._spaces.get(namespace)
-        version = self._store_version(namespace)
-        if space is not None and version != space.version:
-            # Another instance wrote to or forgot from this namespace: rebuild from the store
-            # (from its snapshot), so nothing it wrote is missed and nothing it forgot is used.
+        if space is not None and self._store_version(namespace) != space.version:
             del self._spaces[namespace]
             space = None
-        if space is None:
-            index = NamespaceIndex(self.store, namespace, self.config.bm25_k1, self.config.bm25_b)
-            if index.notes:
-                if index.save_due():  # a store written before snapshots, or by many writers
-                    self._save_index(index)
-                # The index just loaded is long-lived: keep the cyclic collector from walking it
-                # again on every full collection (seconds at 10,000 units, inside a render).
-                gc.freeze()
-            children: dict[str | None, list[str]] = {}
-            for key, parent in self.store.parents(namespace).items():
-                children.setdefault(parent, []).append(key)
-            space = self._spaces[namespace] = _Namespace(index, children, version=version)
+        return space
+
+    def _load_space(self, namespace: str) -> _Namespace:
+        """The namespace's state built from the store (from its index snapshot)."""
+        version = self._store_version(namespace)
+        index = NamespaceIndex(self.store, namespace, self.config.bm25_k1, self.config.bm25_b)
+        if index.notes and index.save_due():  # a store written before snapshots, or by many writers
+            self._save_index(index)
+        children: dict[str | None, list[str]] = {}
+        for key, parent in self.store.parents(namespace).items():
+            children.setdefault(parent, []).append(key)
+        space = self._spaces[namespace] = _Namespace(index, children, version=version)
         return space
 
     def _save_index(self, index: NamespaceIndex) -> None:
@@ -348,8 +373,7 @@ class FlexAMem:
         """
         if type(history) is not list:  # a tuple or another iterable: converted once, here (a clear error
             history = as_messages(history)  # for what is not a history, before any state is touched)
-        with self._lock:
-            space = self._space(namespace)
+        with self._lock, self._call_space(namespace) as space:
             msgs, grew = self._accept(space, history)
             layout = split_layout(msgs, self.config.history, shared=grew)
             body = [*layout.body, *layout.current] if final and layout.current else layout.body
@@ -373,8 +397,7 @@ class FlexAMem:
         if query is not None and not isinstance(query, str):
             raise MessageError(f"query must be a string or None, not {type(query).__name__}")
         stable = cfg.cache_stable and cfg.history == "agent"
-        with self._lock:
-            space = self._space(namespace)
+        with self._lock, self._call_space(namespace) as space:
             msgs, grew = self._accept(space, history)
             previous = space.sent if stable else None
             # The previous request's history is the namespace's copy, which only grew since: no
@@ -500,8 +523,7 @@ class FlexAMem:
         msgs: list[Message] = [Message(role="system", content=system_prompt)] if system_prompt else []
         msgs.append(Message(role="user", content=question))
         cfg = self.config if budget is None else self.config.with_budget(budget)
-        with self._lock:
-            space = self._space(namespace)
+        with self._lock, self._call_space(namespace) as space:
             units = self._stored_chain(space, namespace)
             layout = Layout(msgs[0] if system_prompt else None, (), (), (msgs[-1],))
             rendered = self._render_fitted(layout, cfg, 0, namespace,

@@ -80,8 +80,10 @@ def count_record_lines(index: NamespaceIndex, tokenizer: Tokenizer) -> None:
     carries every record's token count: a store filled by ``ingest`` alone would otherwise
     be reopened by tokenizing each line of its history again (about a second at 10,000
     units). One count per unit written, not per save: built lines are memoised."""
+    saved = index.saved_lines(tokenizer.name)  # counted already: saved again as they are
     for pos in range(index.records_counted, len(index.notes)):
-        record_item(pos, index.notes[pos], index, tokenizer)
+        if (pos, pos + 1, "") not in saved:
+            record_item(pos, index.notes[pos], index, tokenizer)
     index.records_counted = len(index.notes)
 
 
@@ -90,32 +92,45 @@ def merge_items(group: Sequence[TimelineItem], notes: Sequence[Note], index: Nam
     """One merged item for consecutive items (memoised in the index and the store);
     returns it and the LLM calls it took."""
     start, end = group[0].start, group[-1].end
-    # A unit key includes its parent's, so the last key names the whole covered chain.
-    cache_key = (start, end, notes[end - 1].unit_key, writer.name)
-    cached = index.timeline_items.get(cache_key)
-    if cached is not None:
-        return cached, 0
-    calls = 0
     level = max(it.level for it in group) + 1
+    stored = stored_merge(start, end, level, notes, index, writer, tokenizer)
+    if stored is not None:
+        return stored, 0
     covers = tuple(n.unit_key for n in notes[start:end])
-    key = merge_key(covers, writer.name)
-    merged = index.get_merged(key)
-    counter = f"{tokenizer.name}/{LINE_FORMAT}"
+    text, calls = writer.merge([it.text for it in group])
+    line = merged_line(notes[start], notes[end - 1], text)
+    merged = MergedRecord(key=merge_key(covers, writer.name), covers=covers, text=text, tokens=tokenizer.count(text),
+                          level=level, writer=writer.name, line_tokens=_line_tokens(tokenizer, line),
+                          line_counter=f"{tokenizer.name}/{LINE_FORMAT}")
+    index.put_merged(merged)
+    return _merged_item(start, end, level, merged, line, notes, index, writer, tokenizer), calls
+
+
+def stored_merge(start: int, end: int, level: int, notes: Sequence[Note], index: NamespaceIndex,
+                 writer: RecordWriter, tokenizer: Tokenizer) -> TimelineItem | None:
+    """The merged item of old units ``[start, end)`` at ``level`` if ``writer`` merged them
+    before (memoised in the index or the store), else None. Its text is the stored one, so
+    the items it merged need not be built (a reopen shows merges of thousands of records)."""
+    # A unit key includes its parent's, so the last key names the whole covered chain.
+    cached = index.timeline_items.get((start, end, notes[end - 1].unit_key, writer.name))
+    if cached is not None:
+        return cached
+    merged = index.get_merged(merge_key(tuple(n.unit_key for n in notes[start:end]), writer.name))
     if merged is None:
-        text, calls = writer.merge([it.text for it in group])
-        line = merged_line(notes[start], notes[end - 1], text)
-        merged = MergedRecord(key=key, covers=covers, text=text, tokens=tokenizer.count(text),
-                              level=level, writer=writer.name,
-                              line_tokens=_line_tokens(tokenizer, line), line_counter=counter)
-        index.put_merged(merged)
-    else:
-        line = merged_line(notes[start], notes[end - 1], merged.text)
-    tokens = merged.line_tokens if merged.line_counter == counter and merged.line_tokens > 0 else \
-        index.saved_line_tokens(start, end, writer.name, tokenizer.name)
+        return None
+    line = merged_line(notes[start], notes[end - 1], merged.text)
+    return _merged_item(start, end, level, merged, line, notes, index, writer, tokenizer)
+
+
+def _merged_item(start: int, end: int, level: int, merged: MergedRecord, line: str, notes: Sequence[Note],
+                 index: NamespaceIndex, writer: RecordWriter, tokenizer: Tokenizer) -> TimelineItem:
+    """The timeline item of a merged record, memoised in the index."""
+    tokens = merged.line_tokens if merged.line_counter == f"{tokenizer.name}/{LINE_FORMAT}" and \
+        merged.line_tokens > 0 else index.saved_line_tokens(start, end, writer.name, tokenizer.name)
     item = TimelineItem(start, end, level, merged.text, line,
-                        tokens if tokens is not None else _line_tokens(tokenizer, line), key)
-    index.timeline_items[cache_key] = item
-    return item, calls
+                        tokens if tokens is not None else _line_tokens(tokenizer, line), merged.key)
+    index.timeline_items[(start, end, notes[end - 1].unit_key, writer.name)] = item
+    return item
 
 
 class Timeline:
@@ -218,11 +233,16 @@ class TimelineLevels:
     Over the index's notes in write order, the merge rule has a closed form: every level
     below some level ``L`` is merged completely, level ``L`` is merged for its ``j``
     oldest aligned groups, and the unaligned fallback applies only if all of that is still
-    too long. Per level this class keeps the merged items made so far (oldest first, they
-    never change) and the prefix sums of the tokens each merge saves, so a call finds ``L``
-    and ``j`` with a few array searches and builds only the items it shows, instead of
-    walking the whole history. Everything here is derived from the notes, so a process
-    that rebuilds it from the store renders byte-identically.
+    too long. Per level this class keeps the token counts of the merged lines made so far
+    (oldest first, they never change) and the prefix sums of the tokens each merge saves,
+    so a call finds ``L`` and ``j`` with a few array searches and builds only the items it
+    shows, instead of walking the whole history. Everything here is derived from the notes,
+    so a process that rebuilds it from the store renders byte-identically.
+
+    A line whose token count the index's snapshot saved is counted from it and built only
+    when a call shows it: a reopened namespace of 10,000 units shows about a hundred of its
+    13,000 lines, and building every one (each merged line's key hashed, its record read)
+    was a tenth of a second of the reopen.
     """
 
     def __init__(self, index: NamespaceIndex, writer: RecordWriter, tokenizer: Tokenizer, fanin: int) -> None:
@@ -230,41 +250,91 @@ class TimelineLevels:
         self.writer = writer
         self.tokenizer = tokenizer
         self.fanin = fanin
-        self.records: list[TimelineItem] = []
+        #: records[p]: the record line of note p, or None until shown (its count was saved).
+        self.records: list[TimelineItem | None] = []
         self._record_sums = [0]
-        #: merged[L][g]: the merge of aligned group g of level L (an item of level L + 1).
-        self.merged: list[list[TimelineItem]] = []
+        #: merged[L][g]: the merge of aligned group g of level L (an item of level L + 1), or
+        #: None until shown; merged_tokens[L][g]: its line's tokens.
+        self.merged: list[list[TimelineItem | None]] = []
+        self.merged_tokens: list[list[int]] = []
         #: saved[L][g]: tokens saved by merging groups 0..g-1 of level L.
         self.saved: list[list[int]] = []
         #: most_saved[L][g]: the most of 0 and saved[L][1..g] (a merge can lengthen a line, so saved
         #: may fall): ascending, so the first fit is a binary search, not a pass per call.
         self.most_saved: list[list[int]] = []
-
-    def _inputs(self, level: int) -> list[TimelineItem]:
-        return self.records if level == 0 else self.merged[level - 1]
+        #: LLM calls made building lines that were counted, not built, before (0 where the
+        #: store kept their merges, as it does for every line a snapshot counted).
+        self._late_calls = 0
 
     def _grow_records(self, n: int) -> None:
-        notes = self.index.notes
+        notes, built = self.index.notes, self.index.timeline_items
+        saved = self.index.saved_lines(self.tokenizer.name)
         while len(self.records) < n:
             pos = len(self.records)
-            item = record_item(pos, notes[pos], self.index, self.tokenizer)
+            item = built.get((pos, pos + 1, notes[pos].unit_key))
+            tokens = item.tokens if item is not None else saved.get((pos, pos + 1, ""))
+            if tokens is None:
+                item = record_item(pos, notes[pos], self.index, self.tokenizer)
+                tokens = item.tokens
             self.records.append(item)
-            self._record_sums.append(self._record_sums[-1] + item.tokens)
+            self._record_sums.append(self._record_sums[-1] + tokens)
+
+    def _input_tokens(self, level: int, first: int, stop: int) -> int:
+        """Tokens of the lines ``first .. stop - 1`` of ``level`` (records at level 0)."""
+        if level == 0:
+            return self._record_sums[stop] - self._record_sums[first]
+        return sum(self.merged_tokens[level - 1][first:stop])
+
+    def _item(self, level: int, i: int) -> TimelineItem:
+        """Line ``i`` of ``level`` (record ``i`` at level 0, else the merge of group ``i`` of
+        level - 1), built if it was only counted so far."""
+        if level == 0:
+            item = self.records[i]
+            if item is None:
+                item = self.records[i] = record_item(i, self.index.notes[i], self.index, self.tokenizer)
+            return item
+        item = self.merged[level - 1][i]
+        if item is None:
+            span = self.fanin ** level
+            item = stored_merge(span * i, span * (i + 1), level, self.index.notes, self.index, self.writer,
+                                self.tokenizer)
+            if item is None:  # its record was lost: merged again, from the items it merges
+                group = self._items(level - 1, self.fanin * i, self.fanin * (i + 1))
+                item, calls = merge_items(group, self.index.notes, self.index, self.writer, self.tokenizer)
+                self._late_calls += calls
+            self.merged[level - 1][i] = item
+        return item
+
+    def _items(self, level: int, first: int, stop: int) -> list[TimelineItem]:
+        return [self._item(level, i) for i in range(first, stop)]
 
     def _group(self, level: int, g: int) -> int:
-        """Make sure group ``g`` of ``level`` is merged; returns the LLM calls that took."""
+        """Make sure group ``g`` of ``level`` is merged (counted at least); returns the LLM
+        calls that took."""
         while len(self.merged) <= level:
             self.merged.append([])
+            self.merged_tokens.append([])
             self.saved.append([0])
             self.most_saved.append([0])
         calls = 0
+        span = self.fanin ** (level + 1)  # units a merge of this level covers: groups are aligned
+        notes, built = self.index.notes, self.index.timeline_items
+        saved = self.index.saved_lines(self.tokenizer.name)
+        name = self.writer.name
         while len(self.merged[level]) <= g:
             k = len(self.merged[level])
-            group = self._inputs(level)[self.fanin * k:self.fanin * (k + 1)]
-            item, c = merge_items(group, self.index.notes, self.index, self.writer, self.tokenizer)
-            calls += c
+            start, end = k * span, (k + 1) * span
+            item = built.get((start, end, notes[end - 1].unit_key, name))
+            tokens = item.tokens if item is not None else saved.get((start, end, name))
+            if tokens is None:
+                group = self._items(level, self.fanin * k, self.fanin * (k + 1))
+                item, c = merge_items(group, notes, self.index, self.writer, self.tokenizer)
+                calls += c
+                tokens = item.tokens
             self.merged[level].append(item)
-            self.saved[level].append(self.saved[level][-1] + sum(it.tokens for it in group) - item.tokens)
+            self.merged_tokens[level].append(tokens)
+            self.saved[level].append(self.saved[level][-1]
+                                     + self._input_tokens(level, self.fanin * k, self.fanin * (k + 1)) - tokens)
             self.most_saved[level].append(max(self.most_saved[level][-1], self.saved[level][-1]))
         return calls
 
@@ -289,6 +359,7 @@ class TimelineLevels:
         """The timeline of the first ``len(notes)`` notes merged down to ``target`` tokens
         (the same items as ``Timeline(notes).merge_down_to(target)``)."""
         n = len(notes)
+        self._late_calls = 0
         self._grow_records(n)
         total = self._record_sums[n]
         calls = 0
@@ -307,12 +378,13 @@ class TimelineLevels:
             counts.append(groups)
             level += 1
         if not merged_at:
-            items = self.records[:n]
+            items = self._items(0, 0, n)
         else:
             top = len(merged_at) - 1
-            items = list(self.merged[top][:merged_at[top]]) if merged_at[top] else []
+            items = self._items(top + 1, 0, merged_at[top])
             for lv in range(top, -1, -1):
-                items.extend(self._inputs(lv)[self.fanin * merged_at[lv]:counts[lv]])
-        timeline = Timeline(notes, self.index, self.writer, self.tokenizer, self.fanin, items, calls)
+                items.extend(self._items(lv, self.fanin * merged_at[lv], counts[lv]))
+        timeline = Timeline(notes, self.index, self.writer, self.tokenizer, self.fanin, items,
+                            calls + self._late_calls)
         timeline.merge_unaligned(target)
         return timeline

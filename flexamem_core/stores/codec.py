@@ -141,7 +141,7 @@ def notes_from_blob(data: bytes, vectors: Sequence[np.ndarray]) -> list[Note]:
         raise ValueError("the notes and their vectors do not match")
     for d, v in zip(fields, vectors):
         d["embedding"] = v  # fresh dicts: no copy of each
-    return [Note.from_dict(d) for d in fields]
+    return [Note.from_saved(d) for d in fields]
 
 
 def note_from_parts(text: str, embedding: bytes | memoryview | np.ndarray,

@@ -110,6 +110,75 @@ def test_reopen_renders_byte_identically_and_reads_only_the_units_it_shows(token
         [m.to_dict() for m in final_live.messages]
 
 
+class MergedCountingStore(InMemoryStore):
+    """The in-memory store, counting merged records read one by one and listed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.merged_read = self.merged_listed = 0
+
+    def get_merged(self, namespace, key):
+        self.merged_read += 1
+        return super().get_merged(namespace, key)
+
+    def merged_records(self, namespace):
+        self.merged_listed += 1
+        return super().merged_records(namespace)
+
+
+def _memory_lines(rendered) -> int:
+    memory = next(m.content for m in rendered.messages if isinstance(m.content, str) and "(merged)" in m.content)
+    return memory.count("\n- ")
+
+
+@pytest.mark.parametrize("saved_after_renders", [True, False])
+def test_a_reopened_timeline_builds_only_the_lines_it_shows(tokenizer, hashing_embedder, saved_after_renders):
+    """A snapshot saved after renders carries the token count of every timeline line built so
+    far (merges included): a reopen counts the hidden lines from it, builds and reads the
+    records of only the lines it shows, and renders call by call byte-identically to the
+    instance that built every line. A snapshot saved before any merge (a history ingested
+    whole) makes the reopen merge everything again: the store lists its merged records once."""
+    history = synthetic_history(400)
+    store = MergedCountingStore()
+    live = _memory(store, tokenizer, hashing_embedder, budget=3000, cache_stable=False)
+    if not saved_after_renders:
+        live.ingest(history[:1500], namespace="t")
+    for end in range(300, 1501, 300):
+        live.render(history[:end], namespace="t")
+    live_index = live._space("t").index
+    if saved_after_renders:
+        live._save_index(live_index)
+    merges = sum(1 for key in live_index.timeline_items if len(key) == 4)
+    assert merges > 60
+    store.merged_read = store.merged_listed = 0
+    reopened = _memory(store, tokenizer, hashing_embedder, budget=3000, cache_stable=False)
+    first = reopened.render(history[:1500], namespace="t")
+    assert [m.to_dict() for m in first.messages] == \
+        [m.to_dict() for m in live.render(history[:1500], namespace="t").messages]
+    built = reopened._space("t").index.timeline_items
+    if saved_after_renders:
+        assert len(built) <= _memory_lines(first) + 8  # the lines shown (and a few merged unaligned)
+        assert store.merged_read <= len(built) and store.merged_listed == 0  # a read per merged line built
+    else:
+        assert len(built) > merges
+        assert store.merged_listed == 1 and store.merged_read <= 64 + _memory_lines(first)
+    for end in range(1500, len(history), 97):  # both go on growing: the same requests
+        assert [m.to_dict() for m in reopened.render(history[:end], namespace="t").messages] == \
+            [m.to_dict() for m in live.render(history[:end], namespace="t").messages]
+    # a snapshot saved now keeps the counts of the lines the reopen never built
+    reopened._save_index(reopened._space("t").index)
+    lines = {(int(a), int(b)) for a, b in zip(*(store.get_index_snapshot and
+                                                  _saved_line_spans(store.get_index_snapshot("t"))))}
+    assert {(k[0], k[1]) for k in live_index.timeline_items if k[1] <= len(live_index.notes)} <= lines
+
+
+def _saved_line_spans(data: bytes) -> tuple:
+    from flexamem_core import index_snapshot
+
+    arrays = index_snapshot.read(data)
+    return arrays["line_starts"], arrays["line_ends"]
+
+
 def test_sqlite_reopen_uses_the_snapshot_and_forget_deletes_it(tmp_path, tokenizer, hashing_embedder):
     path = tmp_path / "m.db"
     history = synthetic_history(70)

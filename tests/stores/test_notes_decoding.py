@@ -5,7 +5,10 @@ instead of two copies per note."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
+import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -25,7 +28,7 @@ def notes(draw: st.DrawFn, dim: int) -> Note:
                     st.floats(width=32, allow_nan=False), min_size=dim, max_size=dim)), dtype=np.float32),
                 links=tuple(draw(st.lists(TEXT, max_size=3))), raw_tokens=draw(COUNTS),
                 first_step=draw(COUNTS), last_step=draw(COUNTS), label=draw(TEXT), writer=draw(TEXT),
-                llm_calls=draw(COUNTS), messages=draw(COUNTS), digest=draw(TEXT))
+                llm_calls=draw(COUNTS), messages=draw(COUNTS), digest=draw(TEXT), counted_by=draw(TEXT))
 
 
 def _rows(written: list[Note]) -> tuple[list[tuple[str, str, bytes]], list[tuple[str, str]]]:
@@ -43,6 +46,8 @@ def _assert_same(got: list[Note], written: list[Note]) -> None:
             assert list(getattr(a, field)) == list(getattr(b, field))
         np.testing.assert_array_equal(a.embedding, b.embedding)
         assert a.embedding.dtype == np.float32
+        assert a == b and hash(a) == hash(b) and vars(a).keys() == vars(b).keys()
+        assert all(type(getattr(a, f)) is tuple for f in ("keywords", "tags", "links"))
 
 
 @settings(max_examples=150, deadline=None)
@@ -62,6 +67,22 @@ def test_notes_kept_with_a_snapshot_read_back_exactly(data):
     written = data.draw(st.lists(notes(dim), max_size=5))
     vectors = np.stack([n.embedding for n in written]) if written else np.zeros((0, dim), np.float32)
     _assert_same(codec.notes_from_blob(codec.notes_blob(written), vectors), written)
+
+
+def test_notes_of_an_older_snapshot_read_back_with_the_fields_it_lacks_at_their_defaults():
+    """A snapshot written before ``messages``, ``digest`` and ``counted_by`` existed, and one
+    whose counts are not ints: read by ``Note.from_dict``, not by the fast path."""
+    written = [Note(unit_key=f"u{i}", record=f"step {i}", record_tokens=3, keywords=("k",), tags=(), description="",
+                    embedding=np.full(4, i, dtype=np.float32), links=(), raw_tokens=9, messages=2, digest="d2:x",
+                    counted_by="o200k_base") for i in range(3)]
+    old = [{k: v for k, v in n.to_dict(embedding=False).items() if k not in ("messages", "digest", "counted_by")}
+           for n in written]
+    old[1]["raw_tokens"] = 9.0
+    vectors = np.stack([n.embedding for n in written])
+    got = codec.notes_from_blob(orjson.dumps(old), vectors)
+    assert [(n.messages, n.digest, n.counted_by) for n in got] == [(0, "", "")] * 3
+    assert [type(n.raw_tokens) for n in got] == [int] * 3
+    assert [dataclasses.replace(n, messages=2, digest="d2:x", counted_by="o200k_base") for n in got] == written
 
 
 def test_embeddings_of_one_dimension_are_rows_of_one_read_only_matrix():
