@@ -208,6 +208,7 @@ class NamespaceIndex:
         self.merged: dict[str, MergedRecord] = {}
         self._merged_reads = 0  # merged records read one by one (``get_merged``)
         self._merged_listed = False
+        self._merged_spans: tuple[str, dict[tuple[int, int, str], int]] | None = None
         #: Timeline items already built, keyed by (start, end, last unit key[, writer]).
         self.timeline_items: dict[tuple[Any, ...], Any] = {}
         #: Per-process render state derived from the notes (the incremental timeline).
@@ -328,11 +329,14 @@ class NamespaceIndex:
                     writers.append(key[3])
                 w = writers.index(key[3])
             rows.append((start, end, w, item.tokens))
-        # the lines the snapshot counted and no call has built since (a reopen builds only
-        # the lines it shows): still lines of the first notes, which never change
-        if self._saved_lines and tokenizer == self._saved_lines_by:
+        # the lines the snapshot or the merged records counted and no call has built since (a
+        # reopen builds only the lines it shows): still lines of the first notes, which never change
+        counted = dict(self.saved_lines(tokenizer))
+        if self._merged_spans is not None and self._merged_spans[0].rpartition("/")[0] == tokenizer:
+            counted.update(self._merged_spans[1])
+        if counted:
             built = {(a, b, writers[w] if w >= 0 else "") for a, b, w, _ in rows}
-            for (start, end, writer), tokens in self._saved_lines.items():
+            for (start, end, writer), tokens in counted.items():
                 if (start, end, writer) not in built:
                     if writer and writer not in writers:
                         writers.append(writer)
@@ -671,17 +675,14 @@ class NamespaceIndex:
     def get_merged(self, key: str) -> MergedRecord | None:
         """The merged record ``key``, read from the store once.
 
-        A render builds the merged lines it shows, and on a reopen the snapshot's line counts
-        spare it the others: a few dozen records, read one by one. Without those counts it
-        builds every merged line of the history (3,300 at 10,000 units), so after
-        ``MERGED_POINT_READS`` reads the store lists them all in one query (``MergedListing``).
+        A render builds the merged lines it shows, and on a reopen the line counts of the
+        snapshot or of the merged records spare it the others: a few dozen records, read
+        one by one. Without those counts it builds every merged line of the history (3,300
+        at 10,000 units), so after ``MERGED_POINT_READS`` reads the store lists them all in
+        one query (``MergedListing``).
         """
         found = self.merged.get(key)
-        if found is None and not self._merged_listed and self._merged_reads >= MERGED_POINT_READS \
-                and isinstance(self.store, MergedListing):
-            self._merged_listed = True
-            for m in self.store.merged_records(self.namespace):
-                self.merged.setdefault(m.key, m)
+        if found is None and self._merged_reads >= MERGED_POINT_READS and self._list_merged():
             found = self.merged.get(key)
         if found is None:
             self._merged_reads += 1
@@ -689,6 +690,37 @@ class NamespaceIndex:
             if found is not None:
                 self.merged[key] = found
         return found
+
+    def _list_merged(self) -> bool:
+        """Read every merged record of the namespace in one query, the first time it is asked
+        (a store without ``MergedListing`` has none to give); whether any were listed."""
+        if self._merged_listed or not isinstance(self.store, MergedListing):
+            return False
+        self._merged_listed = True
+        for m in self.store.merged_records(self.namespace):
+            self.merged.setdefault(m.key, m)
+        return True
+
+    def merged_line_tokens(self, tokenizer: str, line_format: int) -> Mapping[tuple[int, int, str], int]:
+        """The line counts the store's merged records carry (counted by ``tokenizer`` in
+        ``line_format``), by (start, end, writer) over the notes, as :meth:`saved_lines` gives
+        the snapshot's. The records are listed once: a reopen whose snapshot was saved before
+        the merges it will show (a history written whole, then rendered) counts the hidden
+        lines from them instead of building every merged line, and the next snapshot keeps
+        those counts."""
+        counter = f"{tokenizer}/{line_format}"
+        if self._merged_spans is None or self._merged_spans[0] != counter:
+            self._list_merged()
+            spans: dict[tuple[int, int, str], int] = {}
+            for m in self.merged.values():
+                if m.line_counter != counter or m.line_tokens <= 0 or not m.covers:
+                    continue
+                start, last = self.position.get(m.covers[0]), self.position.get(m.covers[-1])
+                # the last key names the chain it ends (a unit's key includes its parent's)
+                if start is not None and last is not None and last - start + 1 == len(m.covers):
+                    spans[(start, last + 1, m.writer)] = m.line_tokens
+            self._merged_spans = (counter, spans)
+        return self._merged_spans[1]
 
     def put_merged(self, merged: MergedRecord) -> None:
         self.merged[merged.key] = merged

@@ -326,6 +326,8 @@ class TimelineLevels:
             start, end = k * span, (k + 1) * span
             item = built.get((start, end, notes[end - 1].unit_key, name))
             tokens = item.tokens if item is not None else saved.get((start, end, name))
+            if tokens is None and start < self.index.saved_covers:  # merged before the snapshot was saved?
+                tokens = self.index.merged_line_tokens(self.tokenizer.name, LINE_FORMAT).get((start, end, name))
             if tokens is None:
                 group = self._items(level, self.fanin * k, self.fanin * (k + 1))
                 item, c = merge_items(group, notes, self.index, self.writer, self.tokenizer)

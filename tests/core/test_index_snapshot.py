@@ -3,13 +3,15 @@ and matches the stored chain without decoding unit bodies."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
 from flexamem_core import FlexAMem, FlexAMemConfig
 from flexamem_core.bench import synthetic_history
 from flexamem_core.bm25 import content_words
-from flexamem_core.index import NamespaceIndex
+from flexamem_core.index import MERGED_POINT_READS, NamespaceIndex
 from flexamem_core.stores import InMemoryStore
 from flexamem_core.stores.sqlite import SQLiteStore
 
@@ -131,23 +133,27 @@ def _memory_lines(rendered) -> int:
     return memory.count("\n- ")
 
 
-@pytest.mark.parametrize("saved_after_renders", [True, False])
-def test_a_reopened_timeline_builds_only_the_lines_it_shows(tokenizer, hashing_embedder, saved_after_renders):
-    """A snapshot saved after renders carries the token count of every timeline line built so
-    far (merges included): a reopen counts the hidden lines from it, builds and reads the
-    records of only the lines it shows, and renders call by call byte-identically to the
-    instance that built every line. A snapshot saved before any merge (a history ingested
-    whole) makes the reopen merge everything again: the store lists its merged records once."""
+@pytest.mark.parametrize("counts", ["snapshot", "merged records", "none"])
+def test_a_reopened_timeline_builds_only_the_lines_it_shows(tokenizer, hashing_embedder, counts):
+    """A reopen counts the timeline lines it does not show and builds (and reads the records
+    of) only those it shows, rendering call by call byte-identically to the instance that
+    built every line. The counts come from the snapshot when it was saved after the renders
+    that merged (``counts="snapshot"``), else from the merged records, listed once (a
+    history written whole, then rendered). Records that carry no count make the reopen build
+    every merged line again, from that one listing."""
     history = synthetic_history(400)
     store = MergedCountingStore()
     live = _memory(store, tokenizer, hashing_embedder, budget=3000, cache_stable=False)
-    if not saved_after_renders:
-        live.ingest(history[:1500], namespace="t")
+    if counts != "snapshot":
+        live.ingest(history[:1500], namespace="t")  # the snapshot is saved before any merge
     for end in range(300, 1501, 300):
         live.render(history[:end], namespace="t")
     live_index = live._space("t").index
-    if saved_after_renders:
+    if counts == "snapshot":
         live._save_index(live_index)
+    if counts == "none":
+        space = store._spaces["t"]
+        space.merged = {k: dataclasses.replace(m, line_tokens=0, line_counter="") for k, m in space.merged.items()}
     merges = sum(1 for key in live_index.timeline_items if len(key) == 4)
     assert merges > 60
     store.merged_read = store.merged_listed = 0
@@ -156,27 +162,44 @@ def test_a_reopened_timeline_builds_only_the_lines_it_shows(tokenizer, hashing_e
     assert [m.to_dict() for m in first.messages] == \
         [m.to_dict() for m in live.render(history[:1500], namespace="t").messages]
     built = reopened._space("t").index.timeline_items
-    if saved_after_renders:
-        assert len(built) <= _memory_lines(first) + 8  # the lines shown (and a few merged unaligned)
-        assert store.merged_read <= len(built) and store.merged_listed == 0  # a read per merged line built
-    else:
+    if counts == "none":
         assert len(built) > merges
-        assert store.merged_listed == 1 and store.merged_read <= 64 + _memory_lines(first)
+        assert store.merged_listed == 1 and store.merged_read == 0  # every record from the one listing
+    else:
+        assert len(built) <= _memory_lines(first) + 8  # the lines shown (and a few merged unaligned)
+        assert store.merged_listed == (counts == "merged records")
+        assert store.merged_read <= len(built)  # at most a read per merged line built
     for end in range(1500, len(history), 97):  # both go on growing: the same requests
         assert [m.to_dict() for m in reopened.render(history[:end], namespace="t").messages] == \
             [m.to_dict() for m in live.render(history[:end], namespace="t").messages]
     # a snapshot saved now keeps the counts of the lines the reopen never built
     reopened._save_index(reopened._space("t").index)
-    lines = {(int(a), int(b)) for a, b in zip(*(store.get_index_snapshot and
-                                                  _saved_line_spans(store.get_index_snapshot("t"))))}
-    assert {(k[0], k[1]) for k in live_index.timeline_items if k[1] <= len(live_index.notes)} <= lines
+    lines = set(zip(*_saved_line_spans(store.get_index_snapshot("t"))))
+    assert {(k[0], k[1]) for k in live_index.timeline_items} <= lines
+
+
+def test_merged_records_are_read_one_by_one_then_listed_once(tokenizer, hashing_embedder):
+    store = MergedCountingStore()
+    mem = _memory(store, tokenizer, hashing_embedder, budget=2000, cache_stable=False)
+    mem.render(synthetic_history(120), namespace="t")
+    stored = store.merged_records("t")
+    assert stored
+    store.merged_read = store.merged_listed = 0
+    index = NamespaceIndex(store, "t")
+    assert [index.get_merged(f"missing {i}") for i in range(MERGED_POINT_READS)] == [None] * MERGED_POINT_READS
+    assert (store.merged_read, store.merged_listed) == (MERGED_POINT_READS, 0)
+    assert index.get_merged(stored[0].key) == stored[0]  # the next read lists them all
+    assert store.merged_listed == 1
+    assert [index.get_merged(m.key) for m in stored] == stored
+    assert index.get_merged("missing again") is None  # one read: written since?
+    assert (store.merged_read, store.merged_listed) == (MERGED_POINT_READS + 1, 1)
 
 
 def _saved_line_spans(data: bytes) -> tuple:
     from flexamem_core import index_snapshot
 
     arrays = index_snapshot.read(data)
-    return arrays["line_starts"], arrays["line_ends"]
+    return arrays["line_starts"].tolist(), arrays["line_ends"].tolist()
 
 
 def test_sqlite_reopen_uses_the_snapshot_and_forget_deletes_it(tmp_path, tokenizer, hashing_embedder):
