@@ -146,3 +146,31 @@ def test_a_long_query_keeps_the_rare_identifier_and_drops_the_words_every_piece_
     assert {"alpha_token", "zebra"} <= kept and not {"src", "app", "py"} & kept
     top = index.search(" ".join(kept), top=1)
     assert top and top[0][0] == 200
+
+
+@PROPS
+@given(docs=corpus, more=st.lists(doc, max_size=10), query=doc)
+def test_a_restored_index_scores_and_grows_like_the_one_it_saved(docs, more, query):
+    """``export`` then ``restore`` (a reopen): the same scores, document counts and query
+    form, before and after more documents are added to both, and the same export again."""
+    saved = BM25Index()
+    saved.add(docs)
+    restored = BM25Index.restore(saved.export())
+    words = content_words(query) | {"unknown_word"}
+    for index in (saved, restored):
+        index.add(more)
+    np.testing.assert_array_equal(restored.scores(words), saved.scores(words))
+    assert [restored.idf(w) for w in sorted(words)] == [saved.idf(w) for w in sorted(words)]
+    assert restored.query_terms(query, 2) == saved.query_terms(query, 2)
+    again, first = restored.export(), saved.export()
+    assert again.keys() == first.keys() and all(np.array_equal(again[k], first[k]) for k in first)
+
+
+def test_a_saved_vocabulary_out_of_order_is_refused():
+    index = BM25Index()
+    index.add(["alpha beta", "gamma"])
+    arrays = index.export()
+    assert arrays["bm25_vocab"].tobytes() == b"alpha\nbeta\ngamma"
+    arrays["bm25_vocab"] = np.frombuffer(b"beta\nalpha\ngamma", dtype=np.uint8)
+    with pytest.raises(ValueError, match="inconsistent"):
+        BM25Index.restore(arrays)
