@@ -9,20 +9,19 @@ allowance left by the prompt and the recent window (``render``).
 from __future__ import annotations
 
 import asyncio
-import gc
 import math
 import operator
 import threading
 from bisect import bisect_left
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from .auto import auto_plan
-from .collector import collector_paused
+from .collector import collector_paused, freeze_bulk
 from .config import FlexAMemConfig
 from .embeddings import default_embedder, normalize
 from .grown import MessagesView, grow_copy
@@ -208,21 +207,18 @@ class FlexAMem:
 
     @contextmanager
     def _call_space(self, namespace: str) -> Iterator[_Namespace]:
-        """The namespace's state for one call. A call that loads it from the store runs with
-        the cyclic collector paused (:mod:`.collector`): the load and the first match of the
-        chain build about a million long-lived objects at 10,000 units, and a full collection
-        walked them all inside the call. They are frozen once the call is done, so later full
-        collections skip them too."""
+        """The namespace's state for one call, loaded from the store with the cyclic collector
+        paused (:mod:`.collector`): the load builds about a million long-lived objects at
+        10,000 units, and a full collection walked them all inside the call. They are frozen
+        before the collector resumes, so no later collection walks them again."""
         space = self._current_space(namespace)
         if space is not None:
             yield space
             return
         with collector_paused():
             space = self._load_space(namespace)
-            yield space
-            # frozen before the collector resumes: its first young collection would walk them all
-            if space.index.notes:  # a namespace new to the store loads nothing worth freezing
-                gc.freeze()
+            freeze_bulk(len(space.index.notes))
+        yield space
 
     def _current_space(self, namespace: str) -> _Namespace | None:
         """The state this process holds for the namespace, if the store has not changed it
@@ -288,17 +284,22 @@ class FlexAMem:
                     break
         kept = len(matched)
         parent = matched[-1][0].key if matched else None
-        while True:  # units stored earlier (another process, or before a restart)
-            found = None
-            for key in reversed(space.children.get(parent, [])):
-                found = self._stored_match(space, namespace, key, body, i, kind, parent)
-                if found is not None:
+        # units stored earlier (another process, or before a restart): a reopened chain of
+        # 10,000 units is matched with the collector paused, as the namespace was loaded
+        with collector_paused() if not kept and space.index.notes else nullcontext():
+            while True:
+                found = None
+                for key in reversed(space.children.get(parent, [])):
+                    found = self._stored_match(space, namespace, key, body, i, kind, parent)
+                    if found is not None:
+                        break
+                if found is None:
                     break
-            if found is None:
-                break
-            matched.append((found, ()))  # fingerprints made when first needed: most chains match by identity
-            i += len(found.messages)
-            parent = found.key
+                matched.append((found, ()))  # fingerprints made when first needed: most chains match by identity
+                i += len(found.messages)
+                parent = found.key
+            if not kept:
+                freeze_bulk(len(matched))
         first_step = next_step(matched[-1][0]) if matched else 1
         packed = pack_units(body[i:], kind, self.tokenizer,
                             self.config.agent_unit_tokens if kind == "agent" else self.config.reader_unit_tokens,

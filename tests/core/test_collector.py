@@ -1,6 +1,6 @@
-"""A call that loads a namespace from its store runs without the cyclic collector
-(``flexamem_core.collector``), freezes what it loaded, and leaves the collector as it found
-it; the pause nests and is shared between threads."""
+"""A call loads a namespace from its store and matches its stored chain without the cyclic
+collector (``flexamem_core.collector``), freezes what that built, writes with the collector
+on, and leaves it as it found it; the pause nests and is shared between threads."""
 
 from __future__ import annotations
 
@@ -11,37 +11,45 @@ import pytest
 
 from flexamem_core import FlexAMem, FlexAMemConfig
 from flexamem_core.bench import synthetic_history
-from flexamem_core.collector import collector_paused
+from flexamem_core.collector import BULK, collector_paused
+from flexamem_core.embeddings import HashingEmbedder
 from flexamem_core.render import BudgetError
 from flexamem_core.stores import SQLiteStore
 
 
-@pytest.fixture
-def collections():
-    """Collections that run while the test body does."""
-    seen: list[int] = []
+class _WatchedStore(SQLiteStore):
+    """SQLite, noting whether the collector ran while the index snapshot was read."""
 
-    def callback(phase: str, info: dict) -> None:
-        if phase == "start":
-            seen.append(info["generation"])
+    collector_on_load: list[bool]
 
-    gc.callbacks.append(callback)
-    try:
-        yield seen
-    finally:
-        gc.callbacks.remove(callback)
-        gc.unfreeze()  # what the calls froze is the test's garbage
+    def get_index_snapshot(self, namespace):
+        self.collector_on_load.append(gc.isenabled())
+        return super().get_index_snapshot(namespace)
+
+
+class _WatchedEmbedder(HashingEmbedder):
+    """The model-free embedder, noting whether the collector ran while units were embedded."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.collector_on_write: list[bool] = []
+
+    def embed(self, texts):
+        self.collector_on_write.append(gc.isenabled())
+        return super().embed(texts)
 
 
 @pytest.fixture
 def written(tmp_path, tokenizer, hashing_embedder):
-    """A store file with a namespace of about 70 units, and the history that wrote it."""
+    """A store file with a namespace of about 1,100 units (a bulk load: ``BULK`` or more), and
+    the history that wrote it; the history goes on for a few more steps."""
     path = tmp_path / "m.db"
-    history = synthetic_history(70)
+    history = synthetic_history(290)
     config = FlexAMemConfig(budget=3000, agent_unit_tokens=120)
     FlexAMem(config, store=SQLiteStore(path), tokenizer=tokenizer, embedder=hashing_embedder).ingest(
-        history, namespace="t")
-    return path, history, config
+        history[:-40], namespace="t")
+    yield path, history, config
+    gc.unfreeze()  # what the calls froze is the test's garbage
 
 
 def _reopened(written, tokenizer, hashing_embedder) -> FlexAMem:
@@ -49,19 +57,24 @@ def _reopened(written, tokenizer, hashing_embedder) -> FlexAMem:
     return FlexAMem(config, store=SQLiteStore(path), tokenizer=tokenizer, embedder=hashing_embedder)
 
 
-def test_a_reopening_render_runs_no_collection_and_freezes_what_it_loaded(written, tokenizer, hashing_embedder,
-                                                                          collections):
-    mem = _reopened(written, tokenizer, hashing_embedder)
-    frozen = gc.get_freeze_count()
+def test_a_reopen_loads_and_matches_with_the_collector_paused_and_writes_with_it_on(written, tokenizer):
+    path, history, config = written
+    store, embedder = _WatchedStore(path), _WatchedEmbedder()
+    store.collector_on_load = []
+    mem = FlexAMem(config, store=store, tokenizer=tokenizer, embedder=embedder)
     assert gc.isenabled()
-    rendered = mem.render(written[1], namespace="t")
-    assert collections == []  # without the pause, the load's allocations start young collections
+    embedder.collector_on_write.clear()
+    mem.ingest(history, namespace="t")  # the stored chain, then new units to write
+    assert store.collector_on_load == [False]
+    assert embedder.collector_on_write and all(embedder.collector_on_write)
     assert gc.isenabled()
-    assert gc.get_freeze_count() > frozen
-    assert rendered.report["old_units"] > 50
-    # the next call finds the namespace loaded: the collector runs as usual during it
-    gc.collect(0)
-    assert collections == [0]
+    space = mem._space("t")
+    assert len(space.index.notes) >= BULK
+    # what the load and the match built is frozen: no collection walks it again
+    tracked = {id(o) for o in gc.get_objects()}
+    old = [u for u in space.units if u.key in space.index.position][: len(space.index.notes) - 20]
+    assert len(old) >= BULK
+    assert not any(id(x) in tracked for u in old for x in (u, u.messages, space.index.note(u.key)))
 
 
 def test_a_host_that_turned_the_collector_off_keeps_it_off(written, tokenizer, hashing_embedder):
@@ -72,7 +85,6 @@ def test_a_host_that_turned_the_collector_off_keeps_it_off(written, tokenizer, h
         assert not gc.isenabled()
     finally:
         gc.enable()
-        gc.unfreeze()
 
 
 def test_a_failed_reopening_call_resumes_the_collector(written, tokenizer, hashing_embedder):
@@ -80,7 +92,7 @@ def test_a_failed_reopening_call_resumes_the_collector(written, tokenizer, hashi
     with pytest.raises(BudgetError):  # raised inside the call, once the namespace is loaded
         mem.render(written[1], namespace="t", budget=40)
     assert gc.isenabled()
-    assert mem.render(written[1], namespace="t").report["old_units"] > 50
+    assert mem.render(written[1], namespace="t").report["old_units"] > BULK
 
 
 def test_the_pause_nests_and_resumes_after_the_last_of_concurrent_pauses():
