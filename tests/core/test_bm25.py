@@ -165,12 +165,3 @@ def test_a_restored_index_scores_and_grows_like_the_one_it_saved(docs, more, que
     again, first = restored.export(), saved.export()
     assert again.keys() == first.keys() and all(np.array_equal(again[k], first[k]) for k in first)
 
-
-def test_a_saved_vocabulary_out_of_order_is_refused():
-    index = BM25Index()
-    index.add(["alpha beta", "gamma"])
-    arrays = index.export()
-    assert arrays["bm25_vocab"].tobytes() == b"alpha\nbeta\ngamma"
-    arrays["bm25_vocab"] = np.frombuffer(b"beta\nalpha\ngamma", dtype=np.uint8)
-    with pytest.raises(ValueError, match="inconsistent"):
-        BM25Index.restore(arrays)
