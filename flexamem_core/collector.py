@@ -4,11 +4,12 @@ Reopening a 10,000-unit namespace builds about a million long-lived objects (not
 keys, the index's lists, the matched chain) in a fraction of a second. Each of them counts
 towards the collector's next full collection, so one lands inside the reopen and walks
 them all: 150 of about 900 ms in the bench's reopen at 9,999 units, and the young
-generations another 50. None of these objects is garbage. CPython's own advice for a bulk
-load is to pause the collector and then ``gc.freeze()`` what was loaded. A call pauses it
-while it loads a namespace and while it matches a reopened chain (another 10,000 units and
-their messages), not while it writes: a first call may write thousands of units, embedding
-each, and the host's own garbage would pile up meanwhile.
+generations another 50. None of these objects is garbage. So the collector is paused
+during the load, and what the load built is moved to its permanent generation
+(``gc.freeze()``), which no collection walks. A call pauses it while it loads a namespace
+and while it matches a reopened chain (another 10,000 units and their messages), not
+while it writes: a first call may write thousands of units, embedding each, and the
+host's own garbage would pile up meanwhile.
 
 The pause is process-wide (the collector has no other switch), counted so that nested or
 concurrent loads re-enable it once, after the last one, and only if it was enabled before.
