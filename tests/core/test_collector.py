@@ -87,12 +87,28 @@ def test_a_host_that_turned_the_collector_off_keeps_it_off(written, tokenizer, h
         gc.enable()
 
 
-def test_a_failed_reopening_call_resumes_the_collector(written, tokenizer, hashing_embedder):
-    mem = _reopened(written, tokenizer, hashing_embedder)
-    with pytest.raises(BudgetError):  # raised inside the call, once the namespace is loaded
-        mem.render(written[1], namespace="t", budget=40)
+class _FailingStore(SQLiteStore):
+    """SQLite whose snapshot read fails once (a disk error in the middle of a load)."""
+
+    failures = 1
+
+    def get_index_snapshot(self, namespace):
+        if self.failures:
+            self.failures -= 1
+            raise OSError("snapshot unreadable")
+        return super().get_index_snapshot(namespace)
+
+
+def test_a_load_that_fails_resumes_the_collector(written, tokenizer, hashing_embedder):
+    path, history, config = written
+    mem = FlexAMem(config, store=_FailingStore(path), tokenizer=tokenizer, embedder=hashing_embedder)
+    with pytest.raises(OSError, match="snapshot unreadable"):  # raised inside the pause
+        mem.render(history, namespace="t")
     assert gc.isenabled()
-    assert mem.render(written[1], namespace="t").report["old_units"] > BULK
+    with pytest.raises(BudgetError):  # raised after the load, inside the call
+        mem.render(history, namespace="t", budget=40)
+    assert gc.isenabled()
+    assert mem.render(history, namespace="t").report["old_units"] > BULK
 
 
 def test_the_pause_nests_and_resumes_after_the_last_of_concurrent_pauses():
