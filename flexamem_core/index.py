@@ -211,6 +211,9 @@ class NamespaceIndex:
         self._merged_spans: tuple[str, dict[tuple[int, int, str], int]] | None = None
         #: Timeline items already built, keyed by (start, end, last unit key[, writer]).
         self.timeline_items: dict[tuple[Any, ...], Any] = {}
+        #: Unaligned merged items already built, keyed by (writer, the keys they cover): by the
+        #: items they merge, not by span (``timeline.merge_unaligned_items``).
+        self.unaligned_items: dict[tuple[str, ...], Any] = {}
         #: Per-process render state derived from the notes (the incremental timeline).
         self.derived: dict[str, Any] = {}
         #: Notes covered by the snapshot last saved or loaded (``index_snapshot``).

@@ -89,7 +89,7 @@ def count_record_lines(index: NamespaceIndex, tokenizer: Tokenizer) -> None:
 
 def merge_items(group: Sequence[TimelineItem], notes: Sequence[Note], index: NamespaceIndex,
                 writer: RecordWriter, tokenizer: Tokenizer) -> tuple[TimelineItem, int]:
-    """One merged item for consecutive items (memoised in the index and the store);
+    """One merged item for an aligned group of items (memoised in the index and the store);
     returns it and the LLM calls it took."""
     start, end = group[0].start, group[-1].end
     level = max(it.level for it in group) + 1
@@ -97,13 +97,55 @@ def merge_items(group: Sequence[TimelineItem], notes: Sequence[Note], index: Nam
     if stored is not None:
         return stored, 0
     covers = tuple(n.unit_key for n in notes[start:end])
+    merged, line, calls = _new_merge(group, covers, level, notes, writer, tokenizer)
+    index.put_merged(merged)
+    return _merged_item(start, end, level, merged, line, notes, index, writer, tokenizer), calls
+
+
+def _new_merge(group: Sequence[TimelineItem], covers: tuple[str, ...], level: int, notes: Sequence[Note],
+               writer: RecordWriter, tokenizer: Tokenizer) -> tuple[MergedRecord, str, int]:
+    """The writer's merge of ``group`` as a record covering ``covers``, its line and LLM calls."""
     text, calls = writer.merge([it.text for it in group])
-    line = merged_line(notes[start], notes[end - 1], text)
+    line = merged_line(notes[group[0].start], notes[group[-1].end - 1], text)
     merged = MergedRecord(key=merge_key(covers, writer.name), covers=covers, text=text, tokens=tokenizer.count(text),
                           level=level, writer=writer.name, line_tokens=_line_tokens(tokenizer, line),
                           line_counter=f"{tokenizer.name}/{LINE_FORMAT}")
-    index.put_merged(merged)
-    return _merged_item(start, end, level, merged, line, notes, index, writer, tokenizer), calls
+    return merged, line, calls
+
+
+def item_key(item: TimelineItem, notes: Sequence[Note]) -> str:
+    """The key a merge of ``item`` covers: its unit's for a record, else its merged record's."""
+    return item.merged_key if item.merged_key is not None else notes[item.start].unit_key
+
+
+def merge_unaligned_items(group: Sequence[TimelineItem], notes: Sequence[Note], index: NamespaceIndex,
+                          writer: RecordWriter, tokenizer: Tokenizer) -> tuple[TimelineItem, int]:
+    """One merged item for items that form no aligned group (the oldest few, once no aligned
+    group is left); returns it and the LLM calls it took.
+
+    Such a merge spans thousands of units in a long history and its span moves from call to
+    call, so it is keyed by, and covers, the items it merges (a unit's key or a merged
+    record's): its key, its store row and the stores' check that what it covers still exists
+    cost the few items, not the units under them. Forgetting follows covers through merged
+    records, so deleting a unit still drops it. Memoised by those keys too, not by span, where
+    an aligned line of the same span could be taken for it."""
+    covers = tuple(item_key(it, notes) for it in group)
+    built = index.unaligned_items.get((writer.name, *covers))
+    if built is not None:
+        return built, 0
+    level = max(it.level for it in group) + 1
+    merged = index.get_merged(merge_key(covers, writer.name))
+    calls = 0
+    if merged is None:
+        merged, line, calls = _new_merge(group, covers, level, notes, writer, tokenizer)
+        index.put_merged(merged)
+    else:
+        line = merged_line(notes[group[0].start], notes[group[-1].end - 1], merged.text)
+    tokens = merged.line_tokens if merged.line_counter == f"{tokenizer.name}/{LINE_FORMAT}" and \
+        merged.line_tokens > 0 else _line_tokens(tokenizer, line)
+    item = TimelineItem(group[0].start, group[-1].end, level, merged.text, line, tokens, merged.key)
+    index.unaligned_items[(writer.name, *covers)] = item
+    return item, calls
 
 
 def stored_merge(start: int, end: int, level: int, notes: Sequence[Note], index: NamespaceIndex,
@@ -157,8 +199,9 @@ class Timeline:
         self.hidden_until = 0
         self._starts: list[int] | None = None
 
-    def _merge(self, group: Sequence[TimelineItem]) -> TimelineItem:
-        item, calls = merge_items(group, self.notes, self.index, self.writer, self.tokenizer)
+    def _merge(self, group: Sequence[TimelineItem], aligned: bool = True) -> TimelineItem:
+        merge = merge_items if aligned else merge_unaligned_items
+        item, calls = merge(group, self.notes, self.index, self.writer, self.tokenizer)
         self.llm_calls += calls
         return item
 
@@ -196,7 +239,7 @@ class Timeline:
         self._starts = None
         while self.total > target and len(self.items) > 1:
             group = self.items[: min(self.fanin, len(self.items))]
-            merged = self._merge(group)
+            merged = self._merge(group, aligned=False)
             if merged.tokens >= sum(it.tokens for it in group):
                 break  # merging no longer shortens anything
             self.total += merged.tokens - sum(it.tokens for it in group)

@@ -112,8 +112,18 @@ def test_a_store_filled_by_ingest_alone_reopens_with_every_line_counted(tokenize
     merged = store.merged_records("t")
     assert merged, "the budget must make the timeline merge"
     counter = f"{tokenizer.name}/"
+    by_key = {m.key: m for m in merged}
+
+    def first_and_last(key: str) -> tuple[int, int]:
+        """Positions of the first and last unit under a key: a unit's, or a merged record's, whose
+        covers are units (an aligned group) or the items it merged (an unaligned one)."""
+        if key in index.position:
+            return index.position[key], index.position[key]
+        covers = by_key[key].covers
+        return first_and_last(covers[0])[0], first_and_last(covers[-1])[1]
+
     for record in merged:
-        start, end = index.position[record.covers[0]], index.position[record.covers[-1]]
+        start, end = first_and_last(record.key)
         line = merged_line(index.notes[start], index.notes[end], record.text)
         assert record.line_counter.startswith(counter) and record.line_tokens == tokenizer.count(line) + 1
     again = FlexAMem(cfg, store=store, tokenizer=tokenizer, embedder=hashing_embedder)

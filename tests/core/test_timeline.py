@@ -200,3 +200,38 @@ def test_report_rows_cost_what_the_call_did_and_are_fresh_in_every_report(tokeni
     assert all("extra" not in r for r in again.report["units"])
     later = mem.render(history)
     assert later.report["unit_runs"][-1][1] == later.report["old_units"] > old
+
+
+@pytest.mark.parametrize("url", ["memory://", "sqlite"])
+def test_an_unaligned_merge_covers_its_items_not_the_units_under_them(url, tokenizer, hashing_embedder, tmp_path):
+    # Past the aligned floor of a long history the oldest items merge regardless of alignment,
+    # spanning most of the history. Such a record is keyed by and covers the few items it
+    # merges, so what it costs to key, store and check does not grow with the history; a
+    # fresh index over the store reuses it, and forgetting a unit deep under it drops it.
+    from flexamem_core.stores.url import open_store
+
+    store = open_store("memory://" if url == "memory://" else f"sqlite:///{tmp_path / 'm.db'}")
+    mem = FlexAMem(FlexAMemConfig(agent_unit_tokens=50), store=store, tokenizer=tokenizer,
+                   embedder=hashing_embedder)
+    mem.ingest(history(301))
+    chat = CountingChat()
+    index = NamespaceIndex(store, "default")
+    assert len(index.notes) == 300
+    timeline = Timeline(index.notes, index, LLMRecordWriter(chat), tokenizer)
+    timeline.merge_down_to(1)
+    top = timeline.items[0]
+    assert (top.start, top.end) == (0, 300) and top.level >= 5
+    record = store.get_merged("default", top.merged_key)
+    assert record is not None and 2 <= len(record.covers) <= 4, "it covers its items"
+    assert all(store.has_unit("default", k) or store.get_merged("default", k) is not None for k in record.covers)
+    assert any(store.get_merged("default", k) is not None for k in record.covers), "merged items among them"
+    merges = chat.merges
+
+    fresh = NamespaceIndex(store, "default")
+    again = Timeline(fresh.notes, fresh, LLMRecordWriter(chat), tokenizer)
+    again.merge_down_to(1)
+    assert [it.line for it in again.items] == [it.line for it in timeline.items]
+    assert chat.merges == merges, "a fresh index reads the stored merges back"
+
+    assert mem.forget("default", index.notes[3].unit_key) == 1
+    assert store.get_merged("default", top.merged_key) is None, "forgetting follows covers through merges"
