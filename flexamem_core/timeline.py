@@ -141,9 +141,9 @@ def merge_unaligned_items(group: Sequence[TimelineItem], notes: Sequence[Note], 
         index.put_merged(merged)
     else:
         line = merged_line(notes[group[0].start], notes[group[-1].end - 1], merged.text)
-    tokens = merged.line_tokens if merged.line_counter == f"{tokenizer.name}/{LINE_FORMAT}" and \
-        merged.line_tokens > 0 else _line_tokens(tokenizer, line)
-    item = TimelineItem(group[0].start, group[-1].end, level, merged.text, line, tokens, merged.key)
+    tokens = stored_line_tokens(merged, tokenizer)
+    item = TimelineItem(group[0].start, group[-1].end, level, merged.text, line,
+                        tokens if tokens is not None else _line_tokens(tokenizer, line), merged.key)
     index.unaligned_items[(writer.name, *covers)] = item
     return item, calls
 
@@ -164,11 +164,19 @@ def stored_merge(start: int, end: int, level: int, notes: Sequence[Note], index:
     return _merged_item(start, end, level, merged, line, notes, index, writer, tokenizer)
 
 
+def stored_line_tokens(merged: MergedRecord, tokenizer: Tokenizer) -> int | None:
+    """The count of its line a merged record carries, if ``tokenizer`` made it in this line format."""
+    if merged.line_counter == f"{tokenizer.name}/{LINE_FORMAT}" and merged.line_tokens > 0:
+        return merged.line_tokens
+    return None
+
+
 def _merged_item(start: int, end: int, level: int, merged: MergedRecord, line: str, notes: Sequence[Note],
                  index: NamespaceIndex, writer: RecordWriter, tokenizer: Tokenizer) -> TimelineItem:
     """The timeline item of a merged record, memoised in the index."""
-    tokens = merged.line_tokens if merged.line_counter == f"{tokenizer.name}/{LINE_FORMAT}" and \
-        merged.line_tokens > 0 else index.saved_line_tokens(start, end, writer.name, tokenizer.name)
+    tokens = stored_line_tokens(merged, tokenizer)
+    if tokens is None:
+        tokens = index.saved_line_tokens(start, end, writer.name, tokenizer.name)
     item = TimelineItem(start, end, level, merged.text, line,
                         tokens if tokens is not None else _line_tokens(tokenizer, line), merged.key)
     index.timeline_items[(start, end, notes[end - 1].unit_key, writer.name)] = item
