@@ -716,12 +716,13 @@ class NamespaceIndex:
             self._list_merged()
             spans: dict[tuple[int, int, str], int] = {}
             for m in self.merged.values():
-                if m.line_counter != counter or m.line_tokens <= 0 or not m.covers:
+                tokens = m.line_count(counter)
+                if tokens is None or not m.covers:
                     continue
                 start, last = self.position.get(m.covers[0]), self.position.get(m.covers[-1])
                 # the last key names the chain it ends (a unit's key includes its parent's)
                 if start is not None and last is not None and last - start + 1 == len(m.covers):
-                    spans[(start, last + 1, m.writer)] = m.line_tokens
+                    spans[(start, last + 1, m.writer)] = tokens
             self._merged_spans = (counter, spans)
         return self._merged_spans[1]
 

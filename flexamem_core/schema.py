@@ -203,6 +203,10 @@ class MergedRecord:
     line_tokens: int = 0
     line_counter: str = ""
 
+    def line_count(self, counter: str) -> int | None:
+        """Its line's token count if ``counter`` made it, else None (count the line again)."""
+        return self.line_tokens if self.line_counter == counter and self.line_tokens > 0 else None
+
     def to_dict(self) -> dict[str, Any]:
         return {"key": self.key, "covers": list(self.covers), "text": self.text,
                 "tokens": self.tokens, "level": self.level, "writer": self.writer,

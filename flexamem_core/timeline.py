@@ -141,7 +141,7 @@ def merge_unaligned_items(group: Sequence[TimelineItem], notes: Sequence[Note], 
         index.put_merged(merged)
     else:
         line = merged_line(notes[group[0].start], notes[group[-1].end - 1], merged.text)
-    tokens = stored_line_tokens(merged, tokenizer)
+    tokens = merged.line_count(f"{tokenizer.name}/{LINE_FORMAT}")
     item = TimelineItem(group[0].start, group[-1].end, level, merged.text, line,
                         tokens if tokens is not None else _line_tokens(tokenizer, line), merged.key)
     index.unaligned_items[(writer.name, *covers)] = item
@@ -164,17 +164,10 @@ def stored_merge(start: int, end: int, level: int, notes: Sequence[Note], index:
     return _merged_item(start, end, level, merged, line, notes, index, writer, tokenizer)
 
 
-def stored_line_tokens(merged: MergedRecord, tokenizer: Tokenizer) -> int | None:
-    """The count of its line a merged record carries, if ``tokenizer`` made it in this line format."""
-    if merged.line_counter == f"{tokenizer.name}/{LINE_FORMAT}" and merged.line_tokens > 0:
-        return merged.line_tokens
-    return None
-
-
 def _merged_item(start: int, end: int, level: int, merged: MergedRecord, line: str, notes: Sequence[Note],
                  index: NamespaceIndex, writer: RecordWriter, tokenizer: Tokenizer) -> TimelineItem:
     """The timeline item of a merged record, memoised in the index."""
-    tokens = stored_line_tokens(merged, tokenizer)
+    tokens = merged.line_count(f"{tokenizer.name}/{LINE_FORMAT}")
     if tokens is None:
         tokens = index.saved_line_tokens(start, end, writer.name, tokenizer.name)
     item = TimelineItem(start, end, level, merged.text, line,
