@@ -2,11 +2,11 @@
 
 from .config import FlexAMemConfig
 from .memory import FlexAMem
-from .messages import Message, MessageError, ToolCall
-from .protocols import Embedder, RecordWriter, Store, Tokenizer
-from .render import BudgetError, Rendered
+from .model.messages import Message, MessageError, ToolCall
+from .model.protocols import Embedder, RecordWriter, Store, Tokenizer
+from .request.render import BudgetError, Rendered
 from .stores import InMemoryStore
-from .writers import LLMRecordWriter, RuleRecordWriter
+from .write.writers import LLMRecordWriter, RuleRecordWriter
 
 __all__ = [
     "BudgetError",

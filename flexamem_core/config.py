@@ -14,7 +14,7 @@ class FlexAMemConfig(BaseModel):
     """Settings of the method. Defaults are the paper's (DESIGN.md section 7) but ``mode``.
 
     ``mode`` picks the recovery: ``auto`` (the default: per call, a fixed rule splits the
-    memory between the trace, whole units and pieces, :mod:`flexamem_core.auto`; measured at
+    memory between the trace, whole units and pieces, :mod:`flexamem_core.recall.auto`; measured at
     least as good as the better fixed mode on every dev dataset and budget), ``unit`` (the
     paper's agent mode) or ``piece`` (the paper's mode for questions over a history).
     ``history`` picks how messages become units: ``agent`` steps packed to

@@ -20,20 +20,20 @@ from typing import Any
 
 import numpy as np
 
-from .auto import auto_plan
-from .collector import collector_paused, freeze_bulk
+from .cache.prefix import common_prefix_tokens
+from .cache.stable import SentRequest, append_new, extend_memory, head_units, shift_for_head, stable_budget
 from .config import FlexAMemConfig
-from .embeddings import default_embedder, normalize
-from .grown import MessagesView, grow_copy
-from .index import NamespaceIndex
-from .index_snapshot import NamespaceVersions
+from .index.embeddings import default_embedder, normalize
+from .index.namespace import NamespaceIndex
+from .index.snapshot import NamespaceVersions
+from .index.warm import catch_up, warm_embedder, warm_in_background
 from .logs import logged_render, warn_once
-from .messages import Message, MessageError, as_messages, quick_fingerprint
-from .notes import NoteWriter
-from .prompt_cache import common_prefix_tokens
-from .properties import apply_properties, sendable, step_status
-from .protocols import Embedder, RecordWriter, Store, Tokenizer
-from .recovery import (
+from .model.history import MessagesView, grow_copy
+from .model.messages import Message, MessageError, as_messages, quick_fingerprint
+from .model.protocols import Embedder, RecordWriter, Store, Tokenizer
+from .model.schema import Note, Unit, UnitKind
+from .recall.auto import auto_plan
+from .recall.recovery import (
     MemoryRender,
     candidates,
     excerpt_scores,
@@ -42,7 +42,11 @@ from .recovery import (
     piece_recovery,
     unit_recovery,
 )
-from .render import (
+from .recall.report import count_resolutions
+from .recall.timeline import Timeline, TimelineLevels, count_record_lines
+from .render.collector import collector_paused, freeze_bulk
+from .request.properties import apply_properties, sendable, step_status
+from .request.render import (
     PER_MESSAGE,
     BudgetError,
     Layout,
@@ -55,14 +59,11 @@ from .render import (
     recent_window,
     split_layout,
 )
-from .schema import Note, Unit, UnitKind
-from .sendable_request import PINNED_MIN_TOKENS, check_extra_tokens, enforce_part, passthrough
-from .stable import SentRequest, append_new, extend_memory, head_units, shift_for_head, stable_budget
+from .request.sendable import PINNED_MIN_TOKENS, check_extra_tokens, enforce_part, passthrough
+from .request.tokens import default_tokenizer
 from .stores import InMemoryStore, check_namespace
-from .timeline import Timeline, TimelineLevels, count_record_lines
-from .tokens import default_tokenizer
-from .unit_report import count_resolutions
-from .units import (
+from .write.notes import NoteWriter
+from .write.units import (
     DIGEST_FORMAT,
     PackedUnit,
     StoredUnit,
@@ -74,8 +75,7 @@ from .units import (
     to_unit,
     unit_key,
 )
-from .warm import catch_up, warm_embedder, warm_in_background
-from .writers import RuleRecordWriter
+from .write.writers import RuleRecordWriter
 
 
 class _Chained(Sequence[Unit | PackedUnit]):
@@ -389,7 +389,7 @@ class FlexAMem:
         fixed prompt, one memory message and the recent window. Never mutates ``history``.
 
         With ``cache_stable`` (the agent default) consecutive calls of a namespace keep a
-        stable request prefix: see :mod:`flexamem_core.stable` for the rule.
+        stable request prefix: see :mod:`flexamem_core.cache.stable` for the rule.
         """
         if type(history) is not list:  # a tuple or another iterable: converted once, here (a clear error
             history = as_messages(history)  # for what is not a history, before any state is touched)

@@ -21,9 +21,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from flexamem_core.messages import Message
-from flexamem_core.prompt_cache import CACHED_PRICE, NEW_PRICE
-from flexamem_core.render import PER_REQUEST
+from flexamem_core.cache.prefix import CACHED_PRICE, NEW_PRICE
+from flexamem_core.model.messages import Message
+from flexamem_core.request.render import PER_REQUEST
 
 from .actions import trajectory_targets
 from .methods.base import Env, split_prefix

@@ -2,7 +2,7 @@
 
 ``flexamem eval`` embeds the same texts on every run (note texts, pieces, queries), and on
 these CPUs embedding is most of a cold run. :class:`CachedEmbedder` wraps any ``Embedder``
-(the real :class:`~flexamem_core.embeddings.SentenceTransformerEmbedder` by default) and
+(the real :class:`~flexamem_core.index.embeddings.SentenceTransformerEmbedder` by default) and
 keeps every vector it returns in an SQLite file: one row per (model, sha256 of the text
 as UTF-8), the vector as its float32 bytes, so a vector read back is bit for bit the one
 the model returned. Texts the file lacks are embedded in one call to the wrapped embedder

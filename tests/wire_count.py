@@ -18,7 +18,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from flexamem_core.tokens import load_o200k_encoding
+from flexamem_core.request.tokens import load_o200k_encoding
 
 TOKENS_PER_MESSAGE = 3
 TOKENS_PER_NAME = 1

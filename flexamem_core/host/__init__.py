@@ -17,22 +17,23 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from ..request.budget import BudgetError, check_budget, check_extra_tokens, check_room
+    from ..request.marker import MEMORY_ID, MEMORY_KEY, MEMORY_VALUE, is_marked, mark
+    from ..request.wire import tool_call_wire, tool_calls_json, wire_json
     from .boundary import HostRender, arender_host, extra_tokens_of, render_host
-    from .budget import BudgetError, check_budget, check_extra_tokens, check_room
     from .codec import Converted, HostCodec, ToolSchemaCodec
-    from .marker import MEMORY_ID, MEMORY_KEY, MEMORY_VALUE, is_marked, mark
     from .tool_schemas import tool_schema_tokens, tool_schemas
-    from .wire import tool_call_wire, tool_calls_json, wire_json
 
 _EXPORTS = {
     "HostRender": ".boundary", "arender_host": ".boundary", "extra_tokens_of": ".boundary",
     "render_host": ".boundary",
-    "BudgetError": ".budget", "check_budget": ".budget", "check_extra_tokens": ".budget", "check_room": ".budget",
+    "BudgetError": "..request.budget", "check_budget": "..request.budget",
+    "check_extra_tokens": "..request.budget", "check_room": "..request.budget",
     "Converted": ".codec", "HostCodec": ".codec", "ToolSchemaCodec": ".codec",
-    "MEMORY_ID": ".marker", "MEMORY_KEY": ".marker", "MEMORY_VALUE": ".marker", "is_marked": ".marker",
-    "mark": ".marker",
+    "MEMORY_ID": "..request.marker", "MEMORY_KEY": "..request.marker", "MEMORY_VALUE": "..request.marker",
+    "is_marked": "..request.marker", "mark": "..request.marker",
     "tool_schema_tokens": ".tool_schemas", "tool_schemas": ".tool_schemas",
-    "tool_call_wire": ".wire", "tool_calls_json": ".wire", "wire_json": ".wire",
+    "tool_call_wire": "..request.wire", "tool_calls_json": "..request.wire", "wire_json": "..request.wire",
 }
 
 __all__ = [

@@ -12,13 +12,13 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from .budget import check_budget, check_extra_tokens, check_room
+from ..request.budget import check_budget, check_extra_tokens, check_room
 from .codec import Converted, HostCodec, ToolSchemaCodec
 from .tool_schemas import tool_schema_tokens, tool_schemas
 
 if TYPE_CHECKING:
     from ..memory import FlexAMem
-    from ..render import Rendered
+    from ..request.render import Rendered
 
 H = TypeVar("H")
 C = TypeVar("C", bound=Converted)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from ..messages import Message
+from ..model.messages import Message
 
 
 class Converted(Protocol):

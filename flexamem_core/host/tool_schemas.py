@@ -3,7 +3,7 @@
 Every host sends its tools as a ``tools`` list of function schemas (OpenAI's
 ``{"type": "function", "function": {...}}`` or a provider's own dict); the adapter turns its
 tool objects into those dicts (its codec's ``tool_schema``) and the count is taken here, once,
-of the list as :func:`~flexamem_core.host.wire.wire_json` writes it (or of its schemas one
+of the list as :func:`~flexamem_core.request.wire.wire_json` writes it (or of its schemas one
 by one, whichever is more).
 """
 
@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from .wire import wire_json
+from ..request.wire import wire_json
 
 if TYPE_CHECKING:
-    from ..protocols import Tokenizer
+    from ..model.protocols import Tokenizer
 
 #: Turns one host tool object into the schema dict the request carries.
 SchemaOf = Callable[[Any], Mapping[str, Any]]

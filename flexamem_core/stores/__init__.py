@@ -1,4 +1,4 @@
-"""Store backends behind the :class:`~flexamem_core.protocols.Store` protocol.
+"""Store backends behind the :class:`~flexamem_core.model.protocols.Store` protocol.
 
 ``InMemoryStore`` is always available. The persistent backends import their driver lazily:
 ``SQLiteStore`` (stdlib), ``PostgresStore`` (psycopg 3, extra ``postgres``) and

@@ -31,7 +31,7 @@ from urllib.parse import quote
 
 import numpy as np
 
-from ..schema import MergedRecord, Note, Piece, Unit
+from ..model.schema import MergedRecord, Note, Piece, Unit
 from . import codec
 from .forgetting import merged_covering
 from .names import check_namespace

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from ..schema import MergedRecord, Note, Piece, Unit
+from ..model.schema import MergedRecord, Note, Piece, Unit
 
 _F32 = np.dtype("<f4")
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Protocol, runtime_checkable
 
-from ..protocols import Store
+from ..model.protocols import Store
 from .names import check_namespace
 
 

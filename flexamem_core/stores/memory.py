@@ -8,7 +8,7 @@ import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from ..schema import MergedRecord, Note, Piece, Unit
+from ..model.schema import MergedRecord, Note, Piece, Unit
 from .codec import check_write
 from .forgetting import merged_covering
 from .names import check_namespace

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
-from ..schema import MergedRecord, Note, Piece, Unit
+from ..model.schema import MergedRecord, Note, Piece, Unit
 from .errors import StoreURLError
 from .postgres_plans import (
     MIGRATIONS,

@@ -17,7 +17,7 @@ from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from ..schema import MergedRecord, Note, Piece, Unit
+from ..model.schema import MergedRecord, Note, Piece, Unit
 from . import codec
 from .forgetting import merged_covering
 from .names import check_namespace

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import quote
 
-from ..schema import MergedRecord, Note, Piece, Unit
+from ..model.schema import MergedRecord, Note, Piece, Unit
 from . import codec
 from .forgetting import merged_covering
 from .names import check_namespace

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from ..protocols import Store
+from ..model.protocols import Store
 from .errors import StoreURLError
 from .memory import MEMORY_SCHEME, InMemoryStore
 

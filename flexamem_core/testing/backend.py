@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..protocols import Store
+from ..model.protocols import Store
 
 
 @dataclass

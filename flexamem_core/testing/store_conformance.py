@@ -29,8 +29,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ..index_snapshot import IndexSnapshots, MergedListing, NamespaceVersions, NotesFrom
-from ..protocols import Store
+from ..index.snapshot import IndexSnapshots, MergedListing, NamespaceVersions, NotesFrom
+from ..model.protocols import Store
 from ..stores import ForgettingStore, NamespaceError, forget_tenant, open_store, store_url
 from .backend import StoreBackend
 from .storekit import make_chain, make_merged, make_unit, snapshot

@@ -1,6 +1,6 @@
 """Deterministic units, notes and pieces for the store conformance suite (and its workers).
 
-Keys are the core's real content keys (``flexamem_core.units.unit_key``), so an edited
+Keys are the core's real content keys (``flexamem_core.write.units.unit_key``), so an edited
 message under the same id gets a new key exactly as in ingestion.
 """
 
@@ -11,9 +11,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from flexamem_core.messages import Message
-from flexamem_core.schema import MergedRecord, Note, Piece, Unit, merge_key
-from flexamem_core.units import unit_key
+from flexamem_core.model.messages import Message
+from flexamem_core.model.schema import MergedRecord, Note, Piece, Unit, merge_key
+from flexamem_core.write.units import unit_key
 
 DIM = 16
 Triple = tuple[Unit, Note, list[Piece]]

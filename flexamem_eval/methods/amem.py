@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from flexamem_core import Message
-from flexamem_core.schema import Note
+from flexamem_core.model.schema import Note
 
 from ..items import Question
 from .base import Method

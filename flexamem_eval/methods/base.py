@@ -15,10 +15,10 @@ from functools import cached_property
 from typing import Any, ClassVar
 
 from flexamem_core import Embedder, FlexAMemConfig, Message, Tokenizer
-from flexamem_core.host.marker import mark
-from flexamem_core.messages import message_text
-from flexamem_core.render import PER_REQUEST, message_tokens
-from flexamem_core.units import PackedUnit, pack_units
+from flexamem_core.model.messages import message_text
+from flexamem_core.request.marker import mark
+from flexamem_core.request.render import PER_REQUEST, message_tokens
+from flexamem_core.write.units import PackedUnit, pack_units
 
 from ..items import Question
 
@@ -41,21 +41,21 @@ class Env:
     @cached_property
     def embedder(self) -> Embedder:
         if self.embedder_factory is None:
-            from flexamem_core.embeddings import default_embedder
+            from flexamem_core.index.embeddings import default_embedder
 
             return default_embedder()
         return self.embedder_factory()
 
     def count(self, messages: Sequence[Message]) -> int:
         """Tokens of a request, counted as the core counts its own renders
-        (:func:`flexamem_core.render.count_messages`).
+        (:func:`flexamem_core.request.render.count_messages`).
 
         Messages are immutable, so each message's count is kept by identity (the message is
         kept with it, so an id is never reused while cached): methods count the same history
         messages many times per call, and a message's text is rebuilt on every access. A new
         long message (a memory text rendered again with one element less) is counted from
         the memoised counts of its lines, exactly, by the core's tokenizer
-        (:func:`flexamem_core.tokens.line_parts`).
+        (:func:`flexamem_core.request.tokens.line_parts`).
         """
         if not messages:
             return 0

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from flexamem_core import Message
-from flexamem_core.render import fit_messages, recent_window
-from flexamem_core.schema import Unit
-from flexamem_core.units import PackedUnit, to_unit
+from flexamem_core.model.schema import Unit
+from flexamem_core.request.render import fit_messages, recent_window
+from flexamem_core.write.units import PackedUnit, to_unit
 
 from .base import Env, memory_message, split_prefix
 
@@ -59,7 +59,7 @@ def agent_view(env: Env, history: Sequence[Message], budget: int, units_cache: d
 
 
 def env_pack(env: Env, rest: Sequence[Message], cache: dict) -> list[PackedUnit]:
-    from flexamem_core.units import pack_units
+    from flexamem_core.write.units import pack_units
 
     key = (len(rest), id(rest[-1]) if rest else None)
     if key not in cache:

@@ -4,7 +4,7 @@ Once the context would exceed B_bar, tool outputs older than the last ten steps 
 placeholder; while it still exceeds, the outputs of more recent steps are masked too.
 If every output is masked and it still does not fit, the oldest units leave: ``masking``
 drops them, ``masking-log`` keeps one rule-written record per dropped unit (the core's
-:class:`~flexamem_core.writers.RuleRecordWriter`) in a log, newest records first to stay.
+:class:`~flexamem_core.write.writers.RuleRecordWriter`) in a log, newest records first to stay.
 
 Conversations have no tool outputs, so on reader histories both reduce to truncation
 (``masking-log`` with the log of the units that no longer fit).
@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from flexamem_core import Message
-from flexamem_core.units import split_steps, to_unit
-from flexamem_core.writers import RuleRecordWriter
+from flexamem_core.write.units import split_steps, to_unit
+from flexamem_core.write.writers import RuleRecordWriter
 
 from ..items import Question
 from .base import Method, memory_message, question_messages, split_prefix

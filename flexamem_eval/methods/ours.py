@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from typing import Any, ClassVar, get_args
 
 from flexamem_core import FlexAMem, FlexAMemConfig, InMemoryStore, Message, RuleRecordWriter
-from flexamem_core.protocols import WrittenRecord
-from flexamem_core.schema import Unit
+from flexamem_core.model.protocols import WrittenRecord
+from flexamem_core.model.schema import Unit
 
 from ..items import Question
 from .base import Env, Method, WriteCost, warm_embedder

@@ -27,10 +27,10 @@ from typing import Any
 import numpy as np
 
 from flexamem_core import Message
-from flexamem_core.render import fit_messages
-from flexamem_core.schema import Unit
-from flexamem_core.units import agent_blocks, reader_blocks, split_steps
-from flexamem_core.writers import RuleRecordWriter
+from flexamem_core.model.schema import Unit
+from flexamem_core.request.render import fit_messages
+from flexamem_core.write.units import agent_blocks, reader_blocks, split_steps
+from flexamem_core.write.writers import RuleRecordWriter
 
 from ..items import Question
 from .base import Env, Method, WriteCost, memory_message, split_prefix, warm_embedder

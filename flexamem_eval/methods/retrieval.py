@@ -17,13 +17,13 @@ from typing import Any
 import numpy as np
 
 from flexamem_core import Message
-from flexamem_core.bm25 import BM25Index, content_words
-from flexamem_core.embeddings import normalize as unit_norm
-from flexamem_core.fusion import DenseRanking
-from flexamem_core.pieces import cut_pieces
-from flexamem_core.recovery import PIECES_HEADER, omission_join, select_pieces
-from flexamem_core.schema import Piece, Unit
-from flexamem_core.units import unit_blocks
+from flexamem_core.index.bm25 import BM25Index, content_words
+from flexamem_core.index.embeddings import normalize as unit_norm
+from flexamem_core.index.fusion import DenseRanking
+from flexamem_core.model.schema import Piece, Unit
+from flexamem_core.recall.recovery import PIECES_HEADER, omission_join, select_pieces
+from flexamem_core.write.pieces import cut_pieces
+from flexamem_core.write.units import unit_blocks
 
 from ..items import Question
 from .base import Env, Method, question_messages, warm_embedder

@@ -1,4 +1,4 @@
-"""A FlexA-Mem :class:`~flexamem_core.protocols.Store` kept in a LangGraph ``BaseStore``.
+"""A FlexA-Mem :class:`~flexamem_core.model.protocols.Store` kept in a LangGraph ``BaseStore``.
 
 A LangGraph deployment already runs a store (``InMemoryStore``, ``PostgresStore``, the
 platform store); this backend keeps FlexA-Mem's units, notes, pieces and merged records
@@ -29,7 +29,7 @@ from typing import Any
 
 from langgraph.store.base import BaseStore, PutOp
 
-from flexamem_core.schema import MergedRecord, Note, Piece, Unit
+from flexamem_core.model.schema import MergedRecord, Note, Piece, Unit
 from flexamem_core.stores import check_namespace
 from flexamem_core.stores.codec import check_write, restored, storable
 from flexamem_core.stores.forgetting import merged_covering

@@ -8,7 +8,7 @@ step with a summary of the render report, or as one JSON document with ``--json`
 
 Every step also says what a provider's prompt cache would have reused from the previous
 call (``cached_tokens``) and what the call costs (``cost``, in plain input tokens: a cached
-token 0.1, a new one 1.25; :mod:`flexamem_core.prompt_cache`); the totals over the run's
+token 0.1, a new one 1.25; :mod:`flexamem_core.cache.prefix`); the totals over the run's
 calls (``cached_prefix_share``, ``cost_per_call``) close the output. The tool schemas are
 sent first and are the same on every call, so they are cached whenever a previous call was.
 """
@@ -24,9 +24,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
 from flexamem_core import FlexAMem, Message, MessageError
+from flexamem_core.cache.prefix import CACHED_PRICE, NEW_PRICE, call_cost, common_prefix_tokens
 from flexamem_core.host import is_marked
-from flexamem_core.messages import message_text
-from flexamem_core.prompt_cache import CACHED_PRICE, NEW_PRICE, call_cost, common_prefix_tokens
+from flexamem_core.model.messages import message_text
 
 from .convert import to_core, to_host
 from .settings import FlexAMemSettings
@@ -211,7 +211,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"flexamem replay: {exc}", file=sys.stderr)
         return 2
     if args.html:
-        from flexamem_core.replay_html import write_html
+        from flexamem_tools.replay_html import write_html
 
         name = trajectory.get("instance_id") or os.path.basename(str(args.trajectory))
         path = write_html(result["steps"], args.html, title=f"FlexA-Mem replay: {name}",

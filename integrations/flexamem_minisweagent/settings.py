@@ -83,7 +83,7 @@ def build_memory(settings: FlexAMemSettings, budget: int | None = None) -> tuple
     chat = None
     writer = None
     if settings.writer_model:
-        from flexamem_core.writers import LLMRecordWriter
+        from flexamem_core.write.writers import LLMRecordWriter
 
         chat = LitellmChat(settings.writer_model, settings.writer_model_kwargs)
         writer = LLMRecordWriter(chat, record_words=config.record_words, merged_words=config.merged_record_words,

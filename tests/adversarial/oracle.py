@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from flexamem_core import BudgetError, Message
-from flexamem_core.properties import PROPERTIES, Context
-from flexamem_core.tokens import SAFE_WS_RUN
+from flexamem_core.request.properties import PROPERTIES, Context
+from flexamem_core.request.tokens import SAFE_WS_RUN
 
 from ..core.checks import independent_tokens, sent_calls, sent_text, structure_problem, unsendable
 
@@ -59,7 +59,7 @@ def check_budget_error(exc: BudgetError, fixed: Sequence[Message], newest: Seque
                        extra_tokens: int, where: str) -> None:
     """A BudgetError only when the system prompt, the task (or current turn) and the newest step,
     both cut to their bones, cannot fit: any message but the system prompt may be cut with the mark."""
-    from flexamem_core.tokens import default_tokenizer
+    from flexamem_core.request.tokens import default_tokenizer
 
     tk = default_tokenizer()
 

@@ -21,7 +21,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from flexamem_core.config import FlexAMemConfig
-from flexamem_core.tokens import default_tokenizer
+from flexamem_core.request.tokens import default_tokenizer
 from flexamem_eval import evaluate
 from flexamem_eval.cache_bounds import cache_bounds
 from flexamem_eval.datasets import load

@@ -15,7 +15,7 @@ second for short queries and ~1,000-token units, the cosine agreement with torch
 a fresh process pays to import each path (torch and sentence-transformers, or onnxruntime
 and tokenizers).
 
-The bfloat16 row runs :class:`~flexamem_core.embeddings.SentenceTransformerEmbedder` with
+The bfloat16 row runs :class:`~flexamem_core.index.embeddings.SentenceTransformerEmbedder` with
 ``precision="bfloat16"``, on any CPU (emulated, and slower, where bfloat16 is not native).
 
     HF_HUB_OFFLINE=1 python tests/benchmarks/bench_embedder_backends.py --threads 1
@@ -124,7 +124,7 @@ def main() -> None:
     import torch
     from sentence_transformers import SentenceTransformer
 
-    from flexamem_core.embeddings import resolve_model_path
+    from flexamem_core.index.embeddings import resolve_model_path
 
     torch.set_num_threads(args.threads)
     model_dir = resolve_model_path("sentence-transformers/all-MiniLM-L6-v2")
@@ -145,7 +145,7 @@ def main() -> None:
             lambda b: st.encode(b, batch_size=8, normalize_embeddings=True, show_progress_bar=False), items)
         results["torch"][f"{name} texts/s"] = rate
 
-    from flexamem_core.embeddings import SentenceTransformerEmbedder, native_bfloat16
+    from flexamem_core.index.embeddings import SentenceTransformerEmbedder, native_bfloat16
 
     results["torch bfloat16 autocast"] = {"native_bfloat16": float(native_bfloat16())}
     for name, items in sets.items():

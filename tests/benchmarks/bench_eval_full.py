@@ -63,7 +63,7 @@ def main() -> int:
     for name in args.datasets:
         data, budgets = RUNS[name]
         out = root / name
-        cmd = [sys.executable, "-m", "flexamem_core.cli", "eval", name, "--data", str(data), "--budgets",
+        cmd = [sys.executable, "-m", "flexamem_tools.cli", "eval", name, "--data", str(data), "--budgets",
                *map(str, budgets), "--workers", str(args.workers), "--threads", str(args.threads),
                "--out", str(out), "--embedding-cache", args.cache, "--quiet"]
         if args.limit:

@@ -26,8 +26,8 @@ import uuid
 
 import numpy as np
 
-from flexamem_core.messages import Message
-from flexamem_core.schema import Note, Piece, Unit
+from flexamem_core.model.messages import Message
+from flexamem_core.model.schema import Note, Piece, Unit
 from flexamem_core.stores import open_store
 
 DIM = 384
@@ -139,7 +139,7 @@ def bench_multi(url: str, namespaces: int, per_ns: int, tokens: int, workers: in
 
 
 def bench_embedding(sample: int) -> dict:
-    from flexamem_core.embeddings import default_embedder
+    from flexamem_core.index.embeddings import default_embedder
 
     emb = default_embedder()
     rng = np.random.default_rng(3)

@@ -66,7 +66,7 @@ def independent_tokens(messages: list[Message]) -> int:
     whole (no chunking): its content, its tool calls as JSON, its ``tool_call_id`` and its name
     (plus one, as OpenAI's cookbook counts a name), and the chat format's 4 per message and 3 per
     request."""
-    from flexamem_core.tokens import load_o200k_encoding
+    from flexamem_core.request.tokens import load_o200k_encoding
 
     enc = load_o200k_encoding()
     if not messages:

@@ -8,8 +8,8 @@ import sqlite3
 
 import pytest
 
-from flexamem_core.bench import measure
-from flexamem_core.embeddings import HashingEmbedder
+from flexamem_core.index.embeddings import HashingEmbedder
+from flexamem_tools.bench import measure
 
 SETTINGS = {"auto/per-call", "auto/stable", "unit/per-call", "unit/stable", "piece/per-call", "piece/stable"}
 
@@ -48,7 +48,7 @@ def test_bench_times_every_setting_and_reopens(store, tmp_path):
 
 def test_bench_reads_the_scaling_from_one_run():
     """Each mode's render time at a size over its time at the next smaller size of the run."""
-    from flexamem_core.bench import scaling_rows
+    from flexamem_tools.bench import scaling_rows
 
     rows = measure(12, 4, 3000, HashingEmbedder()) + measure(40, 4, 3000, HashingEmbedder())
     got = scaling_rows(rows)

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from rank_bm25 import BM25Okapi
 
-from flexamem_core.bm25 import BM25Index, content_words, stop_words, terms
+from flexamem_core.index.bm25 import BM25Index, content_words, stop_words, terms
 
 PROPS = settings(deadline=None, max_examples=150, suppress_health_check=list(HealthCheck))
 
@@ -110,7 +110,7 @@ def test_stop_words_are_scikit_learns_read_without_importing_it():
     from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
     assert stop_words() == ENGLISH_STOP_WORDS
-    probe = ("import sys; from flexamem_core.bm25 import terms; "
+    probe = ("import sys; from flexamem_core.index.bm25 import terms; "
              "assert terms('the parser of the config') == ['parser', 'config']; "
              "assert 'sklearn' not in sys.modules, 'scikit-learn was imported'")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)

@@ -5,11 +5,11 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from flexamem_core.cli import CORE, commands, help_line, main
+from flexamem_tools.cli import CORE, commands, help_line, main
 
 NOT_IMPORTED = """
 import sys
-from flexamem_core.cli import commands, help_line
+from flexamem_tools.cli import commands, help_line
 lines = {name: help_line(module) for name, module in commands().items()}
 print(sorted(lines), [m for m in ("flexamem_eval", "flexamem_minisweagent.replay") if m in sys.modules])
 """

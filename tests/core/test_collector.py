@@ -1,5 +1,5 @@
 """A call loads a namespace from its store and matches its stored chain without the cyclic
-collector (``flexamem_core.collector``), freezes what that built, writes with the collector
+collector (``flexamem_core.render.collector``), freezes what that built, writes with the collector
 on, and leaves it as it found it; the pause nests and is shared between threads."""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ import threading
 import pytest
 
 from flexamem_core import FlexAMem, FlexAMemConfig
-from flexamem_core.bench import synthetic_history
-from flexamem_core.collector import BULK, collector_paused
-from flexamem_core.embeddings import HashingEmbedder
-from flexamem_core.render import BudgetError
+from flexamem_core.index.embeddings import HashingEmbedder
+from flexamem_core.render.collector import BULK, collector_paused
+from flexamem_core.request.render import BudgetError
 from flexamem_core.stores import SQLiteStore
+from flexamem_tools.bench import synthetic_history
 
 
 class _WatchedStore(SQLiteStore):

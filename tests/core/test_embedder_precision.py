@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from flexamem_core.embeddings import PRECISIONS, SentenceTransformerEmbedder, native_bfloat16
+from flexamem_core.index.embeddings import PRECISIONS, SentenceTransformerEmbedder, native_bfloat16
 
 TEXTS = [
     "ls -la /repo/src && cat setup.cfg",
@@ -60,7 +60,7 @@ def test_auto_follows_the_cpu_and_bad_settings_are_refused():
 
 
 def test_the_default_embedders_precision_can_be_set_from_the_environment(monkeypatch):
-    from flexamem_core.embeddings import PRECISION_ENV, default_precision
+    from flexamem_core.index.embeddings import PRECISION_ENV, default_precision
 
     for value, expected in (("float32", "float32"), (" bfloat16 ", "bfloat16"), ("", "auto")):
         monkeypatch.setenv(PRECISION_ENV, value)

@@ -9,8 +9,8 @@ from dataclasses import replace
 import pytest
 
 from flexamem_core import FlexAMem, FlexAMemConfig, InMemoryStore, Message, ToolCall
-from flexamem_core.grown import MessagesView, grow_copy
-from flexamem_core.render import split_layout
+from flexamem_core.model.history import MessagesView, grow_copy
+from flexamem_core.request.render import split_layout
 
 
 def _step(i: int, size: int = 60) -> list[Message]:

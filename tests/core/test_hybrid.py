@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 
 from flexamem_core import FlexAMem, FlexAMemConfig
-from flexamem_core.fusion import fuse, ranks
-from flexamem_core.index import NamespaceIndex
-from flexamem_core.recovery import PIECES_HEADER, Assembler, group_header, piece_recovery
+from flexamem_core.index.fusion import fuse, ranks
+from flexamem_core.index.namespace import NamespaceIndex
+from flexamem_core.recall.recovery import PIECES_HEADER, Assembler, group_header, piece_recovery
 from flexamem_core.stores import InMemoryStore
 from flexamem_core.stores.sqlite import SCHEMA_VERSION, SQLiteStore
-from flexamem_core.units import reader_blocks, unit_label
+from flexamem_core.write.units import reader_blocks, unit_label
 
 from .checks import CountingEmbedder
 
@@ -214,7 +214,7 @@ def test_a_session_date_is_said_once_not_per_turn():
     msgs = [{"role": "user", "content": "hello", "metadata": {"date": "2024-05-01"}},
             {"role": "assistant", "content": "hi", "metadata": {"date": "2024-05-01"}},
             {"role": "user", "content": "later", "metadata": {"date": "2024-05-02"}}]
-    from flexamem_core.messages import as_messages
+    from flexamem_core.model.messages import as_messages
 
     blocks = reader_blocks(as_messages(msgs))
     assert [b.header for b in blocks] == ["user:", "assistant:", "[2024-05-02] user:"]
@@ -254,8 +254,8 @@ def test_framing_is_charged_before_choosing_and_nothing_is_dropped(budget, embed
 
 
 def test_a_reader_unit_is_labelled_by_its_date(tokenizer):
-    from flexamem_core.messages import as_messages
-    from flexamem_core.units import pack_units, to_unit
+    from flexamem_core.model.messages import as_messages
+    from flexamem_core.write.units import pack_units, to_unit
 
     packed = pack_units(as_messages(chat(2)), "reader", tokenizer, 2000, final=True)
     units = [to_unit(p, "reader", None) for p in packed]

@@ -9,10 +9,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from flexamem_core import FlexAMem, FlexAMemConfig
-from flexamem_core.bench import synthetic_history
-from flexamem_core.bm25 import BM25Index, content_words
-from flexamem_core.index import top_k
-from flexamem_core.timeline import Timeline, TimelineLevels
+from flexamem_core.index.bm25 import BM25Index, content_words
+from flexamem_core.index.namespace import top_k
+from flexamem_core.recall.timeline import Timeline, TimelineLevels
+from flexamem_tools.bench import synthetic_history
 
 FAST = settings(deadline=None, suppress_health_check=list(HealthCheck))
 

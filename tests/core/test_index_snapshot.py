@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 
 from flexamem_core import FlexAMem, FlexAMemConfig
-from flexamem_core.bench import synthetic_history
-from flexamem_core.bm25 import content_words
-from flexamem_core.index import MERGED_POINT_READS, NamespaceIndex
+from flexamem_core.index.bm25 import content_words
+from flexamem_core.index.namespace import MERGED_POINT_READS, NamespaceIndex
 from flexamem_core.stores import InMemoryStore
 from flexamem_core.stores.sqlite import SQLiteStore
+from flexamem_tools.bench import synthetic_history
 
 QUERIES = ["pytest failure in the parser", "config file path", "traceback error line", "zzz-none"]
 
@@ -197,7 +197,7 @@ def test_merged_records_are_read_one_by_one_then_listed_once(tokenizer, hashing_
 
 
 def _saved_line_spans(data: bytes) -> tuple:
-    from flexamem_core import index_snapshot
+    from flexamem_core.index import snapshot as index_snapshot
 
     arrays = index_snapshot.read(data)
     return arrays["line_starts"].tolist(), arrays["line_ends"].tolist()
@@ -253,8 +253,8 @@ def test_a_reopened_chain_notices_an_edit_and_forks(tokenizer, hashing_embedder)
 
 
 def test_the_quick_digest_is_unambiguous():
-    from flexamem_core.messages import Message
-    from flexamem_core.units import messages_digest
+    from flexamem_core.model.messages import Message
+    from flexamem_core.write.units import messages_digest
 
     a = [Message(role="tool", content="ab", tool_call_id="c", name=None)]
     b = [Message(role="tool", content="a", tool_call_id="c", name="b")]

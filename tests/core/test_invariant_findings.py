@@ -11,8 +11,8 @@ import random
 import pytest
 
 from flexamem_core import BudgetError, Message, MessageError, ToolCall
-from flexamem_core.pieces import cut_block
-from flexamem_core.render import TRUNCATION_MARK, count_messages
+from flexamem_core.request.render import TRUNCATION_MARK, count_messages
+from flexamem_core.write.pieces import cut_block
 
 from .checks import independent_tokens, steps, structure_problem, unsendable
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 import logging
 
 from flexamem_core import FlexAMem, FlexAMemConfig
-from flexamem_core.demo_data import agent_history
-from flexamem_core.embeddings import SentenceTransformerEmbedder
-from flexamem_core.warm import CATCH_UP_BAR_UNITS
+from flexamem_core.index.embeddings import SentenceTransformerEmbedder
+from flexamem_core.index.warm import CATCH_UP_BAR_UNITS
+from flexamem_tools.demo_data import agent_history
 
 
 def _records(caplog, level):

@@ -6,8 +6,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from flexamem_core import Message, ToolCall
-from flexamem_core.properties import no_inner_system, one_system
-from flexamem_core.render import (
+from flexamem_core.request.properties import no_inner_system, one_system
+from flexamem_core.request.render import (
     PER_REQUEST,
     TRUNCATION_MARK,
     count_messages,

@@ -14,7 +14,7 @@ import logging
 import pytest
 
 from flexamem_core import BudgetError, FlexAMem, Message
-from flexamem_core.properties import Context, problems
+from flexamem_core.request.properties import Context, problems
 
 from ..oversized import is_cut, long_text
 from .checks import independent_tokens, steps, structure_problem

@@ -6,9 +6,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from flexamem_core import Message
-from flexamem_core.pieces import cut_block, cut_pieces
-from flexamem_core.render import split_layout
-from flexamem_core.units import Block, pack_units
+from flexamem_core.request.render import split_layout
+from flexamem_core.write.pieces import cut_block, cut_pieces
+from flexamem_core.write.units import Block, pack_units
 
 from .strategies import agent_history, conversation, text
 

@@ -9,10 +9,10 @@ import pytest
 from threadpoolctl import threadpool_limits
 
 from flexamem_core import FlexAMem, FlexAMemConfig
-from flexamem_core.bench import synthetic_history
-from flexamem_core.products import row_dots
-from flexamem_core.recovery import candidates
-from flexamem_core.tokens import TiktokenTokenizer
+from flexamem_core.index.products import row_dots
+from flexamem_core.recall.recovery import candidates
+from flexamem_core.request.tokens import TiktokenTokenizer
+from flexamem_tools.bench import synthetic_history
 
 
 @pytest.mark.parametrize("rows", [0, 1, 7, 1333, 13_333])

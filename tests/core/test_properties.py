@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from flexamem_core import Message, ToolCall
-from flexamem_core.properties import (
+from flexamem_core.request.properties import (
     NO_RESULT,
     ORPHAN_MARK,
     PROPERTIES,

@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from flexamem_core.fusion import ranks
+from flexamem_core.index.fusion import ranks
 
 SPECIAL = [0.0, -0.0, 1.0, -1.0, 0.5, np.inf, -np.inf, 3.4e38, -3.4e38, 1e-45, -1e-45]
 
@@ -45,7 +45,7 @@ def test_ranks_of_many_cosines_with_ties():
 def indexes(hashing_embedder, tokenizer):
     """An agent index (pieces take their note's vector) and a reader index (pieces embedded)."""
     from flexamem_core import FlexAMem, FlexAMemConfig
-    from flexamem_core.bench import synthetic_history
+    from flexamem_tools.bench import synthetic_history
 
     agent = FlexAMem(FlexAMemConfig(agent_unit_tokens=300), tokenizer=tokenizer,
                      embedder=hashing_embedder)
@@ -95,9 +95,9 @@ def test_each_units_best_piece_is_the_best_of_the_dense_fusion(indexes, hashing_
     (agents), only each unit's first piece and its lexical matches are scored: the result is
     the maximum of the dense fusion of every piece, unit by unit, to the bit."""
     from flexamem_core import FlexAMemConfig
-    from flexamem_core.bm25 import terms
-    from flexamem_core.fusion import fuse
-    from flexamem_core.recovery import _best_piece_scores
+    from flexamem_core.index.bm25 import terms
+    from flexamem_core.index.fusion import fuse
+    from flexamem_core.recall.recovery import _best_piece_scores
 
     index = indexes[which]
     notes = index.notes[: min(n_old, len(index.notes))]
@@ -123,8 +123,8 @@ def test_the_note_ranking_orders_as_the_dense_fusion(indexes, hashing_embedder, 
     the k best-ranked others): the same documents, ties and scores as ``best_first`` over the
     dense fusion of every piece, also after leaving some documents out."""
     from flexamem_core import FlexAMemConfig
-    from flexamem_core.bm25 import terms
-    from flexamem_core.fusion import DenseRanking, NoteRanking, fused_over, fused_ranking
+    from flexamem_core.index.bm25 import terms
+    from flexamem_core.index.fusion import DenseRanking, NoteRanking, fused_over, fused_ranking
 
     index = indexes[0]  # agents: pieces ranked by their notes
     rng = np.random.default_rng(seed)
@@ -165,8 +165,8 @@ def test_the_first_documents_rank_by_notes_after_a_reopen_and_more_writes(tokeni
     """The notes' runs of the first documents are kept as documents are added, and start over
     on an index read back from its snapshot: the ranks equal the definition before and after."""
     from flexamem_core import FlexAMem, FlexAMemConfig
-    from flexamem_core.bench import synthetic_history
     from flexamem_core.stores import InMemoryStore
+    from flexamem_tools.bench import synthetic_history
 
     history = synthetic_history(80)
     store = InMemoryStore()

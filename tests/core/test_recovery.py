@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from flexamem_core import FlexAMem, FlexAMemConfig, Message
-from flexamem_core.embeddings import normalize
-from flexamem_core.render import split_layout
-from flexamem_core.units import pack_units
+from flexamem_core.index.embeddings import normalize
+from flexamem_core.request.render import split_layout
+from flexamem_core.write.units import pack_units
 
 TOKEN = "tok-QZ81-VELLUM-4412"
 MODULES = ["billing", "auth", "search", "export", "cache", "mailer", "reports", "upload", "queue", "metrics",
@@ -100,7 +100,7 @@ def test_the_report_says_why_each_unit_was_reached(fused, embedder, tokenizer):
     paper's c(i) is cos(q, e_i); with ``fused_seeds`` it is the reciprocal-rank fusion of that
     ranking and the ranking of each unit's best piece (BM25 of the task and newest unit fused
     with the cosine of the piece's stored vector)."""
-    from flexamem_core.bm25 import content_words
+    from flexamem_core.index.bm25 import content_words
 
     mem = make(embedder, tokenizer, fused_seeds=fused)
     r = mem.render(agent_history())
@@ -296,7 +296,7 @@ def test_raw_units_are_counted_exactly_from_their_stored_counts(written_by, mode
     its note's ``raw_tokens`` (its lines are not counted again, and a memo this small has let
     them go), but only where the note was counted by a tokenizer of the render's name: the
     memory's count is the text's exact count either way."""
-    from flexamem_core.tokens import TiktokenTokenizer
+    from flexamem_core.request.tokens import TiktokenTokenizer
 
     from .checks import independent_tokens
 

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from flexamem_core import FlexAMem, FlexAMemConfig
-from flexamem_core.demo_data import agent_history
-from flexamem_core.messages import message_text
-from flexamem_core.replay_html import html_page, write_html
-from flexamem_core.replay_view import as_views
+from flexamem_core.model.messages import message_text
+from flexamem_tools.demo_data import agent_history
+from flexamem_tools.replay_html import html_page, write_html
+from flexamem_tools.replay_view import as_views
 
 from .browser import visit
 
@@ -85,7 +85,7 @@ def test_flexamem_replay_html_of_a_real_dev_trajectory_opens_in_chromium(tmp_pat
     pytest.importorskip("flexamem_minisweagent")
     from flexamem_minisweagent.trajectory import load_trajectories, model_calls, select_trajectory
 
-    from flexamem_core.cli import main
+    from flexamem_tools.cli import main
 
     out = tmp_path / "replay.html"
     assert main(["replay", str(DEV), "--index", "0", "--budget", "8000", "--html", str(out)]) == 0

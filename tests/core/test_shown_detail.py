@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from flexamem_core import FlexAMem, FlexAMemConfig
-from flexamem_core.recovery import PIECES_HEADER, omission_join
-from flexamem_core.schema import Piece
+from flexamem_core.model.schema import Piece
+from flexamem_core.recall.recovery import PIECES_HEADER, omission_join
 
 SECRET = "zebra-42"
 
@@ -122,7 +122,7 @@ def _pieces(texts: list[str], starts: list[bool]) -> list[Piece]:
 
 
 def test_a_continuing_piece_is_not_labelled_again() -> None:
-    from flexamem_core.recovery import piece_spans
+    from flexamem_core.recall.recovery import piece_spans
 
     raw = "assistant:\nfirst line of a long answer\nsecond line\nthird line"
     plist = _pieces(["assistant:\nfirst line of a long answer", "second line", "third line"], [True, False, False])
@@ -135,9 +135,9 @@ def test_a_continuing_piece_is_not_labelled_again() -> None:
 def unit_text(draw: st.DrawFn) -> tuple[str, list[Piece], list[int]]:
     """A unit's raw text of blocks (joined by a blank line) cut into pieces by the real cutter,
     and a sorted choice of piece indexes."""
-    from flexamem_core.pieces import cut_pieces
-    from flexamem_core.tokens import default_tokenizer
-    from flexamem_core.units import Block
+    from flexamem_core.request.tokens import default_tokenizer
+    from flexamem_core.write.pieces import cut_pieces
+    from flexamem_core.write.units import Block
 
     word = st.text(alphabet="abcdefgh XYZ-_=:0123456789", min_size=0, max_size=40)
     blocks = draw(st.lists(st.lists(word, min_size=1, max_size=8), min_size=1, max_size=4))
@@ -152,7 +152,7 @@ def unit_text(draw: st.DrawFn) -> tuple[str, list[Piece], list[int]]:
 @settings(max_examples=60, deadline=None)
 @given(unit_text())
 def test_every_recovered_run_is_contiguous_original_text(case) -> None:
-    from flexamem_core.recovery import piece_spans
+    from flexamem_core.recall.recovery import piece_spans
 
     raw, plist, chosen = case
     kept = [plist[i] for i in chosen]

@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 
 from flexamem_core import FlexAMem, FlexAMemConfig
-from flexamem_core import index_snapshot as snapshot
-from flexamem_core.bench import synthetic_history
-from flexamem_core.index import _Rows
+from flexamem_core.index import snapshot
+from flexamem_core.index.namespace import _Rows
+from flexamem_core.recall.timeline import merged_line
 from flexamem_core.stores import InMemoryStore
-from flexamem_core.timeline import merged_line
+from flexamem_tools.bench import synthetic_history
 
 KEYS = ["a", "b", "c"]
 
@@ -171,7 +171,7 @@ def test_pieces_without_their_own_vector_hold_no_rows_and_score_by_their_note(to
 def test_a_piece_vector_of_another_dimension_is_refused_clearly(tokenizer, hashing_embedder):
     from dataclasses import replace
 
-    from flexamem_core.index import NamespaceIndex
+    from flexamem_core.index.namespace import NamespaceIndex
 
     store = InMemoryStore()
     FlexAMem(FlexAMemConfig(agent_unit_tokens=120), store=store, tokenizer=tokenizer,

@@ -10,9 +10,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from flexamem_core import FlexAMem, FlexAMemConfig, LLMRecordWriter, RuleRecordWriter
-from flexamem_core.index import NamespaceIndex
-from flexamem_core.timeline import Timeline
-from flexamem_core.unit_report import all_unit_rows
+from flexamem_core.index.namespace import NamespaceIndex
+from flexamem_core.recall.report import all_unit_rows
+from flexamem_core.recall.timeline import Timeline
 
 
 def history(n_steps: int) -> list[dict]:
@@ -168,7 +168,7 @@ def test_report_rows_cost_what_the_call_did_and_are_fresh_in_every_report(tokeni
     units as runs of the timeline: the runs cover every old unit once, in order, and agree
     with the rows and the counts; a row changed by the caller does not show up in the next
     report."""
-    from flexamem_core.bench import synthetic_history
+    from flexamem_tools.bench import synthetic_history
 
     mem = FlexAMem(FlexAMemConfig(agent_unit_tokens=120, budget=2500, cache_stable=False),
                    tokenizer=tokenizer, embedder=hashing_embedder)

@@ -11,7 +11,13 @@ import tiktoken.load
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flexamem_core.tokens import LINE_COUNT_MIN_CHARS, O200K_SHA256, TiktokenTokenizer, line_parts, load_o200k_encoding
+from flexamem_core.request.tokens import (
+    LINE_COUNT_MIN_CHARS,
+    O200K_SHA256,
+    TiktokenTokenizer,
+    line_parts,
+    load_o200k_encoding,
+)
 
 
 def test_vendored_file_matches_its_checksum():
@@ -97,7 +103,7 @@ def test_split_parts_fit_and_rejoin(text, limit, tokenizer):
     "\udcff lone surrogate \ud800 text " * 50,
 ])
 def test_split_hostile_inputs(text, tokenizer):
-    from flexamem_core.messages import clean_text
+    from flexamem_core.model.messages import clean_text
 
     _check_split(tokenizer, clean_text(text), 25)
 

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from flexamem_core import LLMRecordWriter, Message, RuleRecordWriter, ToolCall
-from flexamem_core.schema import Unit
-from flexamem_core.units import pack_units, to_unit
-from flexamem_core.writers import cut_words
+from flexamem_core.model.schema import Unit
+from flexamem_core.write.units import pack_units, to_unit
+from flexamem_core.write.writers import cut_words
 
 from .strategies import agent_history, conversation
 

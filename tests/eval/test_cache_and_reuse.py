@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from flexamem_core import FlexAMemConfig, Message
-from flexamem_core.embeddings import HashingEmbedder, SentenceTransformerEmbedder
+from flexamem_core.index.embeddings import HashingEmbedder, SentenceTransformerEmbedder
 from flexamem_eval.datasets import load
 from flexamem_eval.embedding_cache import CachedEmbedder, default_cache_dir, text_key
 from flexamem_eval.items import ConversationItem, TrajectoryItem
@@ -222,7 +222,7 @@ def test_flexamem_auto_is_first_and_runs_once_the_core_has_the_mode(tmp_path, to
 
 
 def test_cli_cache_options_and_run_record(tmp_path):
-    from flexamem_core.cli import main
+    from flexamem_tools.cli import main
 
     from .test_datasets import LME as LME_RECORD
 
@@ -242,7 +242,7 @@ def test_cli_cache_options_and_run_record(tmp_path):
 
 
 def test_cli_set_passes_checked_settings_to_our_methods(tmp_path, capsys):
-    from flexamem_core.cli import main
+    from flexamem_tools.cli import main
 
     from .test_datasets import LME as LME_RECORD
 
@@ -266,7 +266,7 @@ def test_cli_set_passes_checked_settings_to_our_methods(tmp_path, capsys):
 # ------------------------------------------------------------------ the prompt-cache meter
 
 def test_prefix_meter_agrees_with_the_core_meter(tokenizer, embedder):
-    from flexamem_core.prompt_cache import CacheMeter
+    from flexamem_core.cache.prefix import CacheMeter
     from flexamem_eval.runner import PrefixMeter
 
     env = Env(tokenizer=tokenizer, embedder_factory=lambda: embedder)

@@ -1,11 +1,11 @@
 """The evaluation's counts of every context several methods render on dev data are the
 whole texts' o200k counts, exactly, although long texts are counted from their lines'
-memoised counts (:func:`flexamem_core.tokens.line_parts`)."""
+memoised counts (:func:`flexamem_core.request.tokens.line_parts`)."""
 
 from __future__ import annotations
 
-from flexamem_core.render import count_messages
-from flexamem_core.tokens import TiktokenTokenizer
+from flexamem_core.request.render import count_messages
+from flexamem_core.request.tokens import TiktokenTokenizer
 from flexamem_eval.methods import make_method, method_class
 
 from .test_dev_data import dev_slices, needs_data

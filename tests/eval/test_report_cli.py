@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from flexamem_core.cli import main
 from flexamem_eval.report import aggregate, markdown, write_outputs
 from flexamem_eval.runner import ItemResult, RenderRecord, WriteRecord
+from flexamem_tools.cli import main
 
 from .test_datasets import LME, TRAJ
 

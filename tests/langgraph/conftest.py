@@ -232,7 +232,7 @@ def lg_tokenizer(request: pytest.FixtureRequest) -> Any:
     try:
         return request.getfixturevalue("tokenizer")
     except pytest.FixtureLookupError:
-        from flexamem_core.tokens import default_tokenizer
+        from flexamem_core.request.tokens import default_tokenizer
 
         return default_tokenizer()
 
@@ -243,7 +243,7 @@ def lg_embedder(request: pytest.FixtureRequest) -> Any:
     try:
         return request.getfixturevalue("embedder")
     except pytest.FixtureLookupError:
-        from flexamem_core.embeddings import default_embedder
+        from flexamem_core.index.embeddings import default_embedder
 
         return default_embedder()
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from langgraph.store.memory import InMemoryStore as LangGraphInMemoryStore
 
 from flexamem_core import InMemoryStore, Message
-from flexamem_core.schema import MergedRecord, Note, Piece, Unit
+from flexamem_core.model.schema import MergedRecord, Note, Piece, Unit
 from flexamem_core.stores import NamespaceError
 
 

@@ -17,7 +17,7 @@ from llama_index.core.agent.workflow import FunctionAgent
 from llama_index.core.chat_engine import SimpleChatEngine
 from llama_index.core.tools import FunctionTool
 
-from flexamem_core.embeddings import HashingEmbedder
+from flexamem_core.index.embeddings import HashingEmbedder
 from tests.oversized import is_cut, long_text
 
 BUDGET = 4000

@@ -17,7 +17,7 @@ from minisweagent.agents.default import DefaultAgent
 from minisweagent.environments.local import LocalEnvironment
 
 from flexamem_core import FlexAMem
-from flexamem_core.embeddings import HashingEmbedder
+from flexamem_core.index.embeddings import HashingEmbedder
 from tests.oversized import is_cut, long_text
 from tests.wire_count import request_tokens
 

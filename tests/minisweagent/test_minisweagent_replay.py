@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from mswea_checks import assert_valid_structure, assert_window_is_tail
 
-from flexamem_core.cli import main
+from flexamem_tools.cli import main
 
 SHARED = Path("/work/shared/data/trajectories/mini_swe_agent_gemini3pro_dev100.jsonl.gz")
 BUDGET = 1500

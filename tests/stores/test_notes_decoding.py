@@ -12,7 +12,7 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flexamem_core.schema import MergedRecord, Note
+from flexamem_core.model.schema import MergedRecord, Note
 from flexamem_core.stores import codec
 
 TEXT = st.one_of(st.text(st.characters(codec=None, min_codepoint=0, max_codepoint=0x10FFFF), max_size=40),

@@ -10,9 +10,9 @@ import io
 import numpy as np
 
 from flexamem_core import FlexAMem, FlexAMemConfig
-from flexamem_core import index_snapshot as snapshot
-from flexamem_core.bench import synthetic_history
+from flexamem_core.index import snapshot
 from flexamem_core.stores.sqlite import SQLiteStore
+from flexamem_tools.bench import synthetic_history
 
 CFG = FlexAMemConfig(agent_unit_tokens=120, budget=2500, cache_stable=False)
 

@@ -1,0 +1,2 @@
+"""The prompt-cache-stable request: append to the previous request, extend its memory, or
+render afresh, so consecutive calls share a cached prefix."""

@@ -1,0 +1,82 @@
+"""Writing a note once per unit: record and fields, embedding, links, pieces.
+
+With ``piece_vectors`` (the default for reader histories) every piece is embedded too, in the same embedding
+call as the notes of its batch, and stored with its vector; a render then ranks pieces by
+cosine without any model call but the query's.
+
+``e_i = phi(s_i || f_i)``; the links are the ``links_per_note`` earlier notes with the
+highest cosine to ``e_i`` (both directions are followed at read time, so an earlier
+note never has to be rewritten to point forward).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..config import FlexAMemConfig
+from ..index.namespace import NamespaceIndex
+from ..model.protocols import Embedder, RecordWriter, Store, Tokenizer
+from ..model.schema import Note, Piece, Unit
+from .pieces import cut_pieces
+from .units import messages_digest, next_step, unit_blocks, unit_label
+
+
+class NoteWriter:
+    """Turns units into stored notes; batches the embedding of several units."""
+
+    def __init__(self, config: FlexAMemConfig, tokenizer: Tokenizer, embedder: Embedder,
+                 writer: RecordWriter) -> None:
+        self.config = config
+        self.tokenizer = tokenizer
+        self.embedder = embedder
+        self.writer = writer
+
+    def write(self, store: Store, index: NamespaceIndex, units: Sequence[Unit],
+              progress: object | None = None) -> int:
+        """Write every unit not yet stored; returns how many were new. Idempotent."""
+        if any(u.key not in index.position and store.has_unit(index.namespace, u.key) for u in units):
+            index.load()  # another writer (process) stored some of them: pick its notes up
+        todo = [u for u in units if u.key not in index.position]
+        new = 0
+        for start in range(0, len(todo), 16):
+            new += self._write_batch(store, index, todo[start:start + 16], progress)
+        return new
+
+    def _write_batch(self, store: Store, index: NamespaceIndex, todo: Sequence[Unit],
+                     progress: object | None) -> int:
+        written = [self.writer.write(u) for u in todo]
+        texts = [f"{w.record}\n" + _fields(w.keywords, w.tags, w.description) for w in written]
+        cut = [cut_pieces(u.key, unit_blocks(u), self.tokenizer, self.config.piece_tokens) for u in todo]
+        if self.config.embeds_pieces:  # one embedding call for the notes and all their pieces
+            texts += [p.text for plist in cut for p in plist]
+        embedded = self.embedder.embed(texts)
+        vectors = embedded[:len(todo)]
+        at = len(todo)
+        new = 0
+        for unit, rec, vec, plist in zip(todo, written, vectors, cut):
+            links = tuple(index.nearest(vec, self.config.links_per_note))
+            note = Note(unit_key=unit.key, record=rec.record,
+                        record_tokens=self.tokenizer.count(rec.record), keywords=rec.keywords,
+                        tags=rec.tags, description=rec.description, embedding=vec, links=links,
+                        raw_tokens=self.tokenizer.count(unit.raw), first_step=unit.first_step,
+                        last_step=next_step(unit) - 1, label=unit_label(unit),
+                        writer=rec.writer, llm_calls=rec.llm_calls, messages=len(unit.messages),
+                        digest=messages_digest(unit.messages, unit.kind), counted_by=self.tokenizer.name)
+            pieces: list[Piece] = plist
+            if self.config.embeds_pieces:
+                pieces = [dataclasses.replace(p, embedding=np.array(embedded[at + i], dtype=np.float32))
+                          for i, p in enumerate(plist)]
+                at += len(plist)
+            if store.write_unit(index.namespace, unit, note, pieces):
+                new += 1
+            index.add(note, pieces)
+            if progress is not None and hasattr(progress, "update"):
+                progress.update(1)
+        return new
+
+
+def _fields(keywords: Sequence[str], tags: Sequence[str], description: str) -> str:
+    return f"keywords: {', '.join(keywords)}\ntags: {', '.join(tags)}\ndescription: {description}"

@@ -1,0 +1,1 @@
+"""The ``flexamem`` command line: demo, bench and the subcommands other packages add."""
