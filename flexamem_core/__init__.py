@@ -4,7 +4,8 @@ from .config import FlexAMemConfig
 from .memory import FlexAMem
 from .model.messages import Message, MessageError, ToolCall
 from .model.protocols import Embedder, RecordWriter, Store, Tokenizer
-from .request.render import BudgetError, Rendered
+from .request.budget import BudgetError
+from .request.rendered import Rendered
 from .stores import InMemoryStore
 from .write.writers import LLMRecordWriter, RuleRecordWriter
 

@@ -99,6 +99,10 @@ class FlexAMemConfig(BaseModel):
         """B_bar, the budget the rendered context must stay within."""
         return int(self.budget * self.safety_margin)
 
+    def updated(self, **settings: object) -> FlexAMemConfig:
+        """A copy with ``settings`` changed, validated (the settings this one was given explicitly kept)."""
+        return FlexAMemConfig(**{**self.model_dump(exclude_unset=True), **settings})
+
     def with_budget(self, budget: int) -> FlexAMemConfig:
         """A copy with another budget (validated)."""
         return FlexAMemConfig(**{**self.model_dump(), "budget": budget})

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from flexamem_core.cache.prefix import CACHED_PRICE, NEW_PRICE
 from flexamem_core.model.messages import Message
-from flexamem_core.request.render import PER_REQUEST
+from flexamem_core.request.counting import PER_REQUEST
 
 from .actions import trajectory_targets
 from .methods.base import Env, split_prefix

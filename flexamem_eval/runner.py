@@ -20,7 +20,7 @@ from typing import Any
 
 from flexamem_core import FlexAMemConfig, Message
 from flexamem_core.cache.prefix import common_prefix_tokens
-from flexamem_core.request.render import PER_REQUEST
+from flexamem_core.request.counting import PER_REQUEST
 from flexamem_core.write.units import reader_blocks
 
 from .actions import trajectory_targets

@@ -23,7 +23,7 @@ from flexamem_core.memory import FlexAMem
 from flexamem_core.model.messages import message_text
 from flexamem_core.recall.report import RESOLUTIONS
 from flexamem_core.request.marker import is_marked
-from flexamem_core.request.render import Rendered
+from flexamem_core.request.rendered import Rendered
 
 from .demo_data import agent_history, conversation_history, conversation_questions
 

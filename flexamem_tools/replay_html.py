@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from flexamem_core.recall.report import RESOLUTIONS
-from flexamem_core.request.render import Rendered
+from flexamem_core.request.rendered import Rendered
 
 from .replay_view import StepView, as_views
 

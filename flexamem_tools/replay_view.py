@@ -16,7 +16,7 @@ from typing import Any
 from flexamem_core.model.messages import Message, message_text
 from flexamem_core.recall.report import all_unit_rows
 from flexamem_core.request.marker import is_marked
-from flexamem_core.request.render import Rendered
+from flexamem_core.request.rendered import Rendered
 
 #: B̄ / B when a report does not say (a pass-through report carries only the budget).
 DEFAULT_MARGIN = 0.95

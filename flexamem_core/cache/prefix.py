@@ -2,7 +2,7 @@
 
 Providers bill a request prefix they have seen before at a fraction of the input price. The
 cached part of a request is its longest common token prefix with the previous request of
-the same thread, counted the way :func:`flexamem_core.request.render.count_messages` counts a
+the same thread, counted the way :func:`flexamem_core.request.counting.count_messages` counts a
 request (per message: ``PER_MESSAGE`` format tokens, then the message as sent), so the cached part of
 a request is never more than its count. A message's format tokens are reused only when
 its role is the same as the previous request's message at that place.
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from ..model.messages import Message, message_text
 from ..model.protocols import Tokenizer
-from ..request.render import PER_MESSAGE, PER_REQUEST, count_messages, message_tokens
+from ..request.counting import PER_MESSAGE, PER_REQUEST, count_messages, message_tokens
 
 CACHED_PRICE = 0.1
 NEW_PRICE = 1.25

@@ -18,7 +18,7 @@ from .tool_schemas import tool_schema_tokens, tool_schemas
 
 if TYPE_CHECKING:
     from ..memory import FlexAMem
-    from ..request.render import Rendered
+    from ..request.rendered import Rendered
 
 H = TypeVar("H")
 C = TypeVar("C", bound=Converted)

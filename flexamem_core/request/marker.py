@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..model.messages import Message, clean_text
+
 #: Key and value of the mark.
 MEMORY_KEY = "flexamem"
 MEMORY_VALUE = "memory"
@@ -27,3 +29,11 @@ def mark(meta: Mapping[str, Any] | None = None) -> dict[str, Any]:
 def is_marked(meta: object) -> bool:
     """Whether a metadata field carries the mark (anything that is not a mapping does not)."""
     return isinstance(meta, Mapping) and meta.get(MEMORY_KEY) == MEMORY_VALUE
+
+
+def memory_message(text: str) -> Message:
+    """The one tagged memory message (deterministic id, so the prefix stays cacheable).
+
+    Its text is cleaned like everything sent (a record may quote a tool call's parsed
+    arguments, lone surrogates included)."""
+    return Message(role="user", content=clean_text(text), id=MEMORY_ID, metadata=mark())

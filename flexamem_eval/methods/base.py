@@ -16,8 +16,8 @@ from typing import Any, ClassVar
 
 from flexamem_core import Embedder, FlexAMemConfig, Message, Tokenizer
 from flexamem_core.model.messages import message_text
+from flexamem_core.request.counting import PER_REQUEST, message_tokens
 from flexamem_core.request.marker import mark
-from flexamem_core.request.render import PER_REQUEST, message_tokens
 from flexamem_core.write.units import PackedUnit, pack_units
 
 from ..items import Question
@@ -48,7 +48,7 @@ class Env:
 
     def count(self, messages: Sequence[Message]) -> int:
         """Tokens of a request, counted as the core counts its own renders
-        (:func:`flexamem_core.request.render.count_messages`).
+        (:func:`flexamem_core.request.counting.count_messages`).
 
         Messages are immutable, so each message's count is kept by identity (the message is
         kept with it, so an id is never reused while cached): methods count the same history

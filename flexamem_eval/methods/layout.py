@@ -13,7 +13,8 @@ from typing import TypeVar
 
 from flexamem_core import Message
 from flexamem_core.model.schema import Unit
-from flexamem_core.request.render import fit_messages, recent_window
+from flexamem_core.request.cuts import fit_messages
+from flexamem_core.request.layout import recent_window
 from flexamem_core.write.units import PackedUnit, to_unit
 
 from .base import Env, memory_message, split_prefix

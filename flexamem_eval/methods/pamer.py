@@ -28,7 +28,7 @@ import numpy as np
 
 from flexamem_core import Message
 from flexamem_core.model.schema import Unit
-from flexamem_core.request.render import fit_messages
+from flexamem_core.request.cuts import fit_messages
 from flexamem_core.write.units import agent_blocks, reader_blocks, split_steps
 from flexamem_core.write.writers import RuleRecordWriter
 

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from flexamem_core import Message
-from flexamem_core.request.render import PER_REQUEST
+from flexamem_core.request.counting import PER_REQUEST
 
 from ..items import Question
 from .base import Env, Method, question_messages, split_prefix

@@ -21,7 +21,8 @@ from flexamem_core.index.bm25 import BM25Index, content_words
 from flexamem_core.index.embeddings import normalize as unit_norm
 from flexamem_core.index.fusion import DenseRanking
 from flexamem_core.model.schema import Piece, Unit
-from flexamem_core.recall.recovery import PIECES_HEADER, omission_join, select_pieces
+from flexamem_core.recall.joins import PIECES_HEADER, omission_join
+from flexamem_core.recall.piece_walk import select_pieces
 from flexamem_core.write.pieces import cut_pieces
 from flexamem_core.write.units import unit_blocks
 

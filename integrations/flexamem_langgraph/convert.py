@@ -30,7 +30,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from flexamem_core import FlexAMem, Message, MessageError, ToolCall
 from flexamem_core.host import MEMORY_ID, is_marked, mark
-from flexamem_core.request.render import message_tokens
+from flexamem_core.request.counting import message_tokens
 
 #: Id of the rendered memory message (the core's); it never enters the graph state.
 MEMORY_MESSAGE_ID = MEMORY_ID

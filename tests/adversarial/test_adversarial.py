@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from flexamem_core import BudgetError, FlexAMem, FlexAMemConfig, Message
+from flexamem_core.request.layout import split_layout
 from flexamem_core.request.properties import newest_step
-from flexamem_core.request.render import split_layout
 
 from . import generators as gen
 from .oracle import CHECKED, FAILURES, check, check_budget_error, check_render

@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from flexamem_core import BudgetError, FlexAMem, FlexAMemConfig, Message
+from flexamem_core.request.counting import count_messages
 from flexamem_core.request.properties import Context, problems
-from flexamem_core.request.render import count_messages
 from tests.adversarial import generators as gen
 from tests.adversarial.oracle import FAILURES, check_budget_error, check_render
 from tests.adversarial.test_adversarial import _budgets, fixed_prompt, run_calls

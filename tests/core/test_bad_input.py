@@ -9,7 +9,7 @@ import pytest
 from pydantic import ValidationError
 
 from flexamem_core import BudgetError, FlexAMem, FlexAMemConfig, Message, MessageError
-from flexamem_core.request.render import count_messages
+from flexamem_core.request.counting import count_messages
 from flexamem_core.stores.names import NamespaceError
 
 from .checks import steps, structure_problem

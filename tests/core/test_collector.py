@@ -12,7 +12,7 @@ import pytest
 from flexamem_core import FlexAMem, FlexAMemConfig
 from flexamem_core.index.embeddings import HashingEmbedder
 from flexamem_core.render.collector import BULK, collector_paused
-from flexamem_core.request.render import BudgetError
+from flexamem_core.request.budget import BudgetError
 from flexamem_core.stores import SQLiteStore
 from flexamem_tools.bench import synthetic_history
 

@@ -10,7 +10,7 @@ import pytest
 
 from flexamem_core import FlexAMem, FlexAMemConfig, InMemoryStore, Message, ToolCall
 from flexamem_core.model.history import MessagesView, grow_copy
-from flexamem_core.request.render import split_layout
+from flexamem_core.request.layout import split_layout
 
 
 def _step(i: int, size: int = 60) -> list[Message]:

@@ -31,7 +31,7 @@ from flexamem_core.host import (
     tool_schema_tokens,
     wire_json,
 )
-from flexamem_core.request.render import memory_message
+from flexamem_core.request.marker import memory_message
 
 from .checks import steps
 

@@ -11,7 +11,9 @@ import pytest
 from flexamem_core import FlexAMem, FlexAMemConfig
 from flexamem_core.index.fusion import fuse, ranks
 from flexamem_core.index.namespace import NamespaceIndex
-from flexamem_core.recall.recovery import PIECES_HEADER, Assembler, group_header, piece_recovery
+from flexamem_core.recall.assembly import Assembler
+from flexamem_core.recall.joins import PIECES_HEADER, group_header
+from flexamem_core.recall.piece_recovery import piece_recovery
 from flexamem_core.stores import InMemoryStore
 from flexamem_core.stores.sqlite import SCHEMA_VERSION, SQLiteStore
 from flexamem_core.write.units import reader_blocks, unit_label

@@ -11,7 +11,8 @@ import random
 import pytest
 
 from flexamem_core import BudgetError, Message, MessageError, ToolCall
-from flexamem_core.request.render import TRUNCATION_MARK, count_messages
+from flexamem_core.request.counting import count_messages
+from flexamem_core.request.cuts import TRUNCATION_MARK
 from flexamem_core.write.pieces import cut_block
 
 from .checks import independent_tokens, steps, structure_problem, unsendable

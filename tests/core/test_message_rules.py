@@ -6,15 +6,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from flexamem_core import Message, ToolCall
+from flexamem_core.request.counting import PER_REQUEST, count_messages
+from flexamem_core.request.cuts import TRUNCATION_MARK, fit_messages
+from flexamem_core.request.layout import recent_window, split_layout
 from flexamem_core.request.properties import no_inner_system, one_system
-from flexamem_core.request.render import (
-    PER_REQUEST,
-    TRUNCATION_MARK,
-    count_messages,
-    fit_messages,
-    recent_window,
-    split_layout,
-)
 
 PROPS = settings(deadline=None, max_examples=200, suppress_health_check=list(HealthCheck))
 

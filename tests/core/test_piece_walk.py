@@ -1,4 +1,4 @@
-"""The piece walk (:func:`flexamem_core.recall.recovery.select_pieces`) against its definition: every
+"""The piece walk (:func:`flexamem_core.recall.piece_walk.select_pieces`) against its definition: every
 candidate in rank order (equal scores a run, by cosine when the run does not fit whole, else
 by position), each taken if it fits what is left. The walk sorts only the best candidates
 and passes over in C those that cannot fit; it must choose exactly what the definition does."""
@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from flexamem_core.index.fusion import DenseRanking, without
-from flexamem_core.recall.recovery import MAX_MISSES, select_pieces
+from flexamem_core.recall.piece_walk import MAX_MISSES, select_pieces
 
 
 def definition(hits, scores, tokens, room, cos, extra=None) -> list[int]:

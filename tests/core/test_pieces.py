@@ -6,7 +6,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from flexamem_core import Message
-from flexamem_core.request.render import split_layout
+from flexamem_core.request.layout import split_layout
 from flexamem_core.write.pieces import cut_block, cut_pieces
 from flexamem_core.write.units import Block, pack_units
 

@@ -10,7 +10,7 @@ from threadpoolctl import threadpool_limits
 
 from flexamem_core import FlexAMem, FlexAMemConfig
 from flexamem_core.index.products import row_dots
-from flexamem_core.recall.recovery import candidates
+from flexamem_core.recall.candidates import candidates
 from flexamem_core.request.tokens import TiktokenTokenizer
 from flexamem_tools.bench import synthetic_history
 

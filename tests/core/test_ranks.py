@@ -97,7 +97,7 @@ def test_each_units_best_piece_is_the_best_of_the_dense_fusion(indexes, hashing_
     from flexamem_core import FlexAMemConfig
     from flexamem_core.index.bm25 import terms
     from flexamem_core.index.fusion import fuse
-    from flexamem_core.recall.recovery import _best_piece_scores
+    from flexamem_core.recall.candidates import _best_piece_scores
 
     index = indexes[which]
     notes = index.notes[: min(n_old, len(index.notes))]

@@ -7,7 +7,7 @@ import pytest
 
 from flexamem_core import FlexAMem, FlexAMemConfig, Message
 from flexamem_core.index.embeddings import normalize
-from flexamem_core.request.render import split_layout
+from flexamem_core.request.layout import split_layout
 from flexamem_core.write.units import pack_units
 
 TOKEN = "tok-QZ81-VELLUM-4412"

@@ -9,8 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from flexamem_core import BudgetError, FlexAMem, FlexAMemConfig, Message
+from flexamem_core.request.counting import count_messages
 from flexamem_core.request.properties import Context, problems
-from flexamem_core.request.render import count_messages
 
 from .checks import independent_tokens, structure_problem
 from .strategies import agent_history, conversation

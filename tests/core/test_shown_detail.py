@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from flexamem_core import FlexAMem, FlexAMemConfig
 from flexamem_core.model.schema import Piece
-from flexamem_core.recall.recovery import PIECES_HEADER, omission_join
+from flexamem_core.recall.joins import PIECES_HEADER, omission_join
 
 SECRET = "zebra-42"
 
@@ -122,7 +122,7 @@ def _pieces(texts: list[str], starts: list[bool]) -> list[Piece]:
 
 
 def test_a_continuing_piece_is_not_labelled_again() -> None:
-    from flexamem_core.recall.recovery import piece_spans
+    from flexamem_core.recall.joins import piece_spans
 
     raw = "assistant:\nfirst line of a long answer\nsecond line\nthird line"
     plist = _pieces(["assistant:\nfirst line of a long answer", "second line", "third line"], [True, False, False])
@@ -152,7 +152,7 @@ def unit_text(draw: st.DrawFn) -> tuple[str, list[Piece], list[int]]:
 @settings(max_examples=60, deadline=None)
 @given(unit_text())
 def test_every_recovered_run_is_contiguous_original_text(case) -> None:
-    from flexamem_core.recall.recovery import piece_spans
+    from flexamem_core.recall.joins import piece_spans
 
     raw, plist, chosen = case
     kept = [plist[i] for i in chosen]

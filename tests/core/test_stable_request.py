@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 
 from flexamem_core import BudgetError, FlexAMem, FlexAMemConfig, InMemoryStore, Message
 from flexamem_core.cache.prefix import common_prefix_tokens
-from flexamem_core.recall.recovery import MEMORY_CLOSE
+from flexamem_core.recall.assembly import MEMORY_CLOSE
+from flexamem_core.request.counting import count_messages
 from flexamem_core.request.properties import Context, problems
-from flexamem_core.request.render import count_messages
 
 from .checks import CountingEmbedder, independent_tokens, structure_problem
 from .strategies import agent_history

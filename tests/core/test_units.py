@@ -6,7 +6,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from flexamem_core import FlexAMem, FlexAMemConfig, Message
-from flexamem_core.request.render import split_layout
+from flexamem_core.request.layout import split_layout
 from flexamem_core.write.units import pack_units, split_steps, to_unit, unit_key
 
 from .strategies import agent_history, conversation

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from flexamem_core import FlexAMem, FlexAMemConfig
-from flexamem_core.recall.recovery import PIECES_HEADER
+from flexamem_core.recall.joins import PIECES_HEADER
 from flexamem_eval.datasets import load
 
 DATA = Path(os.environ.get("FLEXAMEM_DEV_DATA", Path(__file__).resolve().parents[3] / "shared" / "data"))

@@ -8,7 +8,7 @@ import pytest
 
 from flexamem_core import FlexAMemConfig
 from flexamem_core.cache.prefix import CACHED_PRICE, NEW_PRICE
-from flexamem_core.request.render import PER_REQUEST
+from flexamem_core.request.counting import PER_REQUEST
 from flexamem_eval.cache_bounds import cache_bounds, step_bounds
 from flexamem_eval.datasets import load
 from flexamem_eval.methods.base import Env

@@ -4,7 +4,7 @@ memoised counts (:func:`flexamem_core.request.tokens.line_parts`)."""
 
 from __future__ import annotations
 
-from flexamem_core.request.render import count_messages
+from flexamem_core.request.counting import count_messages
 from flexamem_core.request.tokens import TiktokenTokenizer
 from flexamem_eval.methods import make_method, method_class
 

@@ -10,7 +10,7 @@ import pytest
 
 from flexamem_core import FlexAMemConfig, Message, ToolCall
 from flexamem_core.cache.prefix import CACHED_PRICE, NEW_PRICE, CacheMeter, call_cost, common_prefix_tokens
-from flexamem_core.request.render import PER_MESSAGE, PER_REQUEST, count_messages
+from flexamem_core.request.counting import PER_MESSAGE, PER_REQUEST, count_messages
 from flexamem_eval.items import Question
 from flexamem_eval.methods import METHODS, make_method, recency
 from flexamem_eval.methods.base import Env, Method

@@ -17,7 +17,7 @@ from minisweagent.environments.local import LocalEnvironment
 from mswea_checks import assert_valid_structure, memory_text, plain
 
 from flexamem_core import FlexAMem
-from flexamem_core.recall.recovery import PIECES_HEADER
+from flexamem_core.recall.joins import PIECES_HEADER
 
 BUDGET = 2500
 B_BAR = int(BUDGET * 0.95)

@@ -33,32 +33,24 @@ planned and why.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from ..config import FlexAMemConfig
-from ..index.arrays import take_ascending
-from ..index.fusion import DenseRanking, Ranking, fused_ranking
-from ..index.namespace import NamespaceIndex
-from ..model.schema import Note
-from .recovery import (
-    Candidate,
-    MemoryRender,
-    candidates,
-    excerpt_scores,
-    focus_first,
-    old_docs,
-    piece_recovery,
-    positions,
-    unit_recovery,
-)
-from .timeline import Timeline
-
-if TYPE_CHECKING:
-    from ..model.protocols import Tokenizer
+from ...config import FlexAMemConfig
+from ...index.arrays import take_ascending
+from ...index.fusion import DenseRanking, Ranking, fused_ranking
+from ...index.namespace import NamespaceIndex
+from ...model.schema import Note
+from ..assembly import MemoryRender
+from ..candidates import Candidate, candidates, excerpt_scores, focus_first, old_docs, positions
+from ..piece_recovery import piece_recovery
+from ..timeline import Timeline
+from ..unit_recovery import fit_or_degrade
+from .base import Extension, Plan, RecallCall, RecoveryStrategy, Room
+from .registry import register
 
 
 @dataclass(frozen=True)
@@ -108,16 +100,6 @@ class Signals:
         return out
 
 
-@dataclass
-class Plan:
-    """What a call was given: how the timeline is sized, and the recovery that fills the rest."""
-
-    target: float
-    room_for: float | None
-    recover: Callable[[Timeline], MemoryRender]
-    report: dict[str, Any] = field(default_factory=dict)
-
-
 def signals(notes: Sequence[Note], index: NamespaceIndex, words_text: str, words_from: str,
             q_vec: np.ndarray, cfg: FlexAMemConfig, rule: AutoRule | None = None) -> Signals:
     """The signals of one call: ``words_text`` scored against every piece of the old units.
@@ -148,48 +130,55 @@ def signals(notes: Sequence[Note], index: NamespaceIndex, words_text: str, words
                    [int(d) for d in top])
 
 
-def _reader_plan(notes: Sequence[Note], index: NamespaceIndex, cfg: FlexAMemConfig, tk: Tokenizer,
-                 a_mem: int, size_mem: int, allowance: int, q_vec: np.ndarray, piece_query: str,
-                 words_from: str, rule: AutoRule) -> Plan:
-    sig = signals(notes, index, piece_query, words_from, q_vec, cfg, rule)
+def _reader_plan(call: RecallCall, room: Room, rule: AutoRule) -> Plan:
+    """A question over a history: the best pieces, the timeline's share by how sure the ranking is,
+    and a unit holding most of the best pieces shown whole first if it is small enough."""
+    cfg, q = call.cfg, call.query
+    sig = signals(call.notes, call.index, q.piece_text, "question", q.vector, cfg, rule)
     confident = sig.concentration >= rule.confident_concentration
     share = min(cfg.timeline_share, rule.confident_share) if confident else cfg.timeline_share
-    why = (f"a confident ranking (concentration {sig.concentration:.2f} >= {rule.confident_concentration}): "
-           f"the best pieces, the timeline within {share} of the memory" if confident else
-           f"a diffuse ranking (concentration {sig.concentration:.2f} < {rule.confident_concentration}): the best "
-           f"pieces, the timeline keeps rho = {share} of the memory (the trace may answer what they miss)")
-    target = share * size_mem
-    room_for = share * a_mem if a_mem < size_mem else None
     concentrated = sig.best_unit is not None and sig.concentration >= rule.whole_concentration
 
     def recover(timeline: Timeline) -> MemoryRender:
-        room = a_mem - timeline.total
-        first: list[int] = []
-        shown: dict[str, Any] = {}
-        if concentrated:
-            assert sig.best_unit is not None
-            note = notes[sig.best_unit]
-            docs = index.unit_docs.get(note.unit_key, range(0))
-            size = int(index.doc_tokens_array()[docs.start:docs.stop].sum()) if len(docs) else 0
-            fits = 0 < size <= rule.whole_share * room
-            first = list(docs) if fits else []
-            shown = {"unit": note.unit_key, "position": sig.best_unit, "tokens": size,
-                     "limit": int(rule.whole_share * room), "shown": fits}
-        out = piece_recovery(notes, timeline, piece_query, q_vec, room, allowance, index, tk, cfg, first=first)
-        out.auto = {"recovery": "unit and pieces" if first else "pieces", "whole": shown}
+        left = room.a_mem - timeline.total
+        first, shown = _whole_first(call, sig, rule, left) if concentrated else ([], {})
+        out = piece_recovery(call.notes, timeline, q.piece_text, q.vector, left, room.allowance, call.index,
+                             call.tokenizer, cfg, first=first)
+        out.strategy_report = {"recovery": "unit and pieces" if first else "pieces", "whole": shown}
         return out
 
-    if concentrated:
-        why += (f"; one unit holds {sig.concentration:.2f} >= whole_concentration {rule.whole_concentration} of "
-                f"the best pieces: it is shown whole first if it takes at most whole_share {rule.whole_share} "
-                "of the room (see whole)")
-    report = {"recovery": "pieces", "timeline_share": share, "confident": confident, "whole": {}, "why": why,
-              "signals": sig.report(),
+    report = {"recovery": "pieces", "timeline_share": share, "confident": confident, "whole": {},
+              "why": _reader_why(sig, rule, confident, share, concentrated), "signals": sig.report(),
               "thresholds": {"confident_concentration": rule.confident_concentration,
                              "confident_share": rule.confident_share, "rho": cfg.timeline_share,
                              "whole_concentration": rule.whole_concentration, "whole_share": rule.whole_share,
                              "top_pieces": rule.top_pieces}}
-    return Plan(target, room_for, recover, report)
+    return Plan(share * room.size_mem, share * room.a_mem if room.a_mem < room.size_mem else None, recover, report)
+
+
+def _whole_first(call: RecallCall, sig: Signals, rule: AutoRule, left: int) -> tuple[list[int], dict[str, Any]]:
+    """The pieces of the unit the best pieces concentrate on, if it takes at most ``whole_share``
+    of the ``left`` tokens, and what the report says of it."""
+    assert sig.best_unit is not None
+    index = call.index
+    note = call.notes[sig.best_unit]
+    docs = index.unit_docs.get(note.unit_key, range(0))
+    size = int(index.doc_tokens_array()[docs.start:docs.stop].sum()) if len(docs) else 0
+    fits = 0 < size <= rule.whole_share * left
+    return (list(docs) if fits else []), {"unit": note.unit_key, "position": sig.best_unit, "tokens": size,
+                                           "limit": int(rule.whole_share * left), "shown": fits}
+
+
+def _reader_why(sig: Signals, rule: AutoRule, confident: bool, share: float, concentrated: bool) -> str:
+    why = (f"a confident ranking (concentration {sig.concentration:.2f} >= {rule.confident_concentration}): "
+           f"the best pieces, the timeline within {share} of the memory" if confident else
+           f"a diffuse ranking (concentration {sig.concentration:.2f} < {rule.confident_concentration}): the best "
+           f"pieces, the timeline keeps rho = {share} of the memory (the trace may answer what they miss)")
+    if concentrated:
+        why += (f"; one unit holds {sig.concentration:.2f} >= whole_concentration {rule.whole_concentration} of "
+                f"the best pieces: it is shown whole first if it takes at most whole_share {rule.whole_share} "
+                "of the room (see whole)")
+    return why
 
 
 def _planned_cost(note: Note, left: float, cfg: FlexAMemConfig, record: bool) -> tuple[int, str, int]:
@@ -202,7 +191,7 @@ def _planned_cost(note: Note, left: float, cfg: FlexAMemConfig, record: bool) ->
         return note.raw_tokens + 8, "raw", 0
     head = 8 + note.record_tokens
     pieces = min(cfg.excerpt_tokens, int(left) - head)
-    if record and cfg.excerpts and pieces >= cfg.piece_tokens // 2:
+    if record and pieces >= cfg.piece_tokens // 2:
         return head + pieces, "excerpt", pieces
     return 0, "record", 0
 
@@ -246,23 +235,25 @@ def agent_candidates(notes: Sequence[Note], index: NamespaceIndex, cfg: FlexAMem
     return [*planned, *(c for c in rest if c.pos not in taken)], rows, sig, need, excerpt or cfg.excerpt_tokens
 
 
-def _agent_plan(notes: Sequence[Note], index: NamespaceIndex, cfg: FlexAMemConfig, tk: Tokenizer,
-                a_mem: int, size_mem: int, allowance: int, q_vec: np.ndarray, excerpt_query: str,
-                piece_query: str, focus: str, stable: bool, rule: AutoRule) -> Plan:
-    cap = rule.detail_share * size_mem
-    cands, rows, sig, need, _ = agent_candidates(notes, index, cfg, q_vec, excerpt_query, piece_query, focus,
+def _agent_plan(call: RecallCall, room: Room, rule: AutoRule) -> Plan:
+    """An agent step: the trace first, the units the rule plans shown whole, the best pieces
+    for the step in the room the timeline leaves."""
+    cfg, q, notes, index = call.cfg, call.query, call.notes, call.index
+    cap = rule.detail_share * room.size_mem
+    cands, rows, sig, need, _ = agent_candidates(notes, index, cfg, q.vector, q.excerpt_text, q.piece_text, q.focus,
                                                  cap, False, rule)
     # the trace first: the timeline is merged only down to what the planned units need
-    target = max(cfg.timeline_share * size_mem, size_mem - need)
+    target = max(cfg.timeline_share * room.size_mem, room.size_mem - need)
     # a big newest unit: per-call renders hide the oldest records down to that for this call; a
     # cache-stable request keeps its trace (it hides only what cannot fit)
-    room_for = max(cfg.timeline_share * a_mem, a_mem - need) if a_mem < size_mem and not stable else None
+    room_for = max(cfg.timeline_share * room.a_mem, room.a_mem - need) \
+        if room.a_mem < room.size_mem and not call.stable else None
     # planned units are shown whole: all their pieces, first, as one verbatim run each
     first = [d for c in cands[:len(rows)] for d in index.unit_docs.get(notes[c.pos].unit_key, range(0))]
 
     def recover(timeline: Timeline) -> MemoryRender:
-        return piece_recovery(notes, timeline, focus or piece_query, q_vec, a_mem - timeline.total, allowance,
-                              index, tk, cfg, first=first)
+        return piece_recovery(notes, timeline, q.focus or q.piece_text, q.vector, room.a_mem - timeline.total,
+                              room.allowance, index, call.tokenizer, cfg, first=first)
 
     if rows:
         why = (f"the trace first, then {' and '.join(r['why'] for r in rows)} "
@@ -280,29 +271,38 @@ def _agent_plan(notes: Sequence[Note], index: NamespaceIndex, cfg: FlexAMemConfi
     return Plan(target, room_for, recover, report)
 
 
-def auto_plan(notes: Sequence[Note], index: NamespaceIndex, cfg: FlexAMemConfig, tk: Tokenizer, a_mem: int,
-              size_mem: int, allowance: int, q_vec: np.ndarray, excerpt_query: str, piece_query: str,
-              question: bool, focus: str, stable: bool, rule: AutoRule | None = None) -> Plan:
-    """The plan of one ``mode="auto"`` call (see the module docstring for the rule).
+@register
+class AutoRecovery(RecoveryStrategy):
+    """The automatic split (see the module docstring); ``rule`` holds its constants."""
 
-    ``question``: the call asks a question over a history (a reader, or a current turn);
-    ``focus``: what a human turn or ``query=`` of an agent step asks, in words."""
-    rule = rule or RULE
-    if not cfg.recovery or cfg.random_candidates:
-        # the ablations and the control keep their meaning: the paper's unit recovery (or none)
-        cands = candidates(q_vec, notes, index, cfg, piece_query) if cfg.recovery else []
+    name = "auto"
+    report_key = "auto"
+    extends = True
+
+    def __init__(self, rule: AutoRule = RULE) -> None:
+        self.rule = rule
+
+    def plan(self, call: RecallCall, room: Room) -> Plan:
+        return _reader_plan(call, room, self.rule) if call.question else _agent_plan(call, room, self.rule)
+
+    def extend(self, call: RecallCall, room: int, shown: set[int]) -> Extension:
+        """The planned units first (raw or as an excerpt), then the paper's candidates, by fit-or-degrade."""
+        cfg, q, notes, index = call.cfg, call.query, call.notes, call.index
+        cands, planned, sig, need, excerpt = agent_candidates(notes, index, cfg, q.vector, q.excerpt_text,
+                                                              q.piece_text, q.focus, room, True, self.rule,
+                                                              exclude=sorted(shown))
+        report = {"recovery": "units" if planned else "trace", "planned": planned, "planned_tokens": need,
+                  "why": f"extend: the previous memory kept, the records of the units that left the window "
+                         f"added, then within the {room} tokens left the units planned (focus match, concentrated "
+                         "match), then the paper's candidates, by fit-or-degrade",
+                  "signals": sig.report()}
         ranges = [index.unit_docs.get(notes[c.pos].unit_key, range(0)) for c in cands]
-        scores = excerpt_scores(index, ranges, excerpt_query, q_vec, cfg) if cands else np.zeros(0)
-        d = sum(max(0, notes[c.pos].raw_tokens - notes[c.pos].record_tokens) for c in cands)
+        scores = excerpt_scores(index, ranges, q.focus or q.excerpt_text, q.vector, cfg)
+        return Extension(fit_or_degrade(notes, cands, room, index, cfg, call.tokenizer, scores, lambda pos: 0,
+                                        excerpt_tokens=excerpt), report)
 
-        def recover(timeline: Timeline) -> MemoryRender:
-            return unit_recovery(notes, timeline, cands, a_mem - timeline.total, allowance, index, cfg, tk, scores,
-                                 in_place_detail=not stable)
-        return Plan(max(cfg.timeline_share * size_mem, size_mem - d), None, recover,
-                    {"recovery": "units" if cfg.recovery else "trace",
-                     "why": "ablation switch: " + ("random candidates" if cfg.recovery else "recovery off")})
-    if question:
-        return _reader_plan(notes, index, cfg, tk, a_mem, size_mem, allowance, q_vec, piece_query,
-                            "question", rule)
-    return _agent_plan(notes, index, cfg, tk, a_mem, size_mem, allowance, q_vec, excerpt_query, piece_query,
-                       focus, stable, rule)
+    def no_room(self) -> dict[str, Any]:
+        return {"recovery": "trace", "why": "extend: no room for recovered detail"}
+
+    def nothing_old(self) -> dict[str, Any]:
+        return {"recovery": "none", "why": "no old units to remember"}

@@ -1,0 +1,176 @@
+"""Extending the previous memory: its text kept as it is, the records of the units that left
+the recent window added at its end, fresh detail for this call after them, then the newest
+units verbatim. The fixed prompt and the previous memory stay a cached prefix.
+
+Everything after the previous memory is sent again whichever units leave, so by default
+(``stable_extend="evict_all"``) every unit but the newest leaves while the memory stays
+within the allowance the paper's render would give it: the request shrinks the most and the
+most calls append before the next extension; ``"to_target"`` keeps the longest run of
+newest units that keeps the request within the fixed prompt plus ``stable_target`` of the
+rest of ``B_bar``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ..config import FlexAMemConfig
+from ..index.namespace import NamespaceIndex
+from ..model.messages import Message
+from ..model.protocols import Tokenizer
+from ..model.schema import Unit
+from ..recall.assembly import MEMORY_CLOSE, Element
+from ..recall.queries import QueryMaker
+from ..recall.report import add_run, count_resolutions, unit_row
+from ..recall.strategies.base import Extension, RecallCall, RecoveryStrategy
+from ..recall.timeline import record_line
+from ..render.outcome import CacheStep, Outcome
+from ..render.state import NamespaceState
+from ..render.sync import Synced
+from ..render.window import pinned_turn
+from ..request.counting import PER_MESSAGE, count_messages
+from ..request.layout import Layout
+from ..request.marker import memory_message
+from ..request.parts import enforce_part
+from ..request.properties import sendable
+from .sent import SentRequest
+from .target import stable_limit
+
+
+@dataclass
+class _Eviction:
+    """The units an extension moves from the window into the memory, and their record lines."""
+
+    n_old: int
+    mem_tokens: int
+    lines: list[str]
+
+
+class Extender:
+    """Extends a thread's previous memory (see the module docstring)."""
+
+    def __init__(self, strategy: RecoveryStrategy, queries: QueryMaker, tokenizer: Tokenizer) -> None:
+        self.strategy, self.queries, self.tokenizer = strategy, queries, tokenizer
+
+    def extend(self, state: NamespaceState, sent: SentRequest, layout: Layout, cfg: FlexAMemConfig,
+               extra_tokens: int, synced: Synced) -> Outcome | None:
+        """The extended request, or None where the previous memory cannot be kept or nothing fits."""
+        text = sent.outcome.memory_text
+        if text is None or sent.old_units is None or not text.endswith("\n" + MEMORY_CLOSE):
+            return None
+        tk, units = self.tokenizer, synced.units
+        all_units: list[Any] = [*units, *([synced.tail] if synced.tail else [])]
+        start = sent.old_units
+        if start > len(units) or not all_units:
+            return None
+        fixed = layout.fixed
+        report = sent.outcome.report
+        head_msgs = sent.messages[len(fixed):len(fixed) + (report.head_messages or 0)]
+        fixed_tokens = count_messages([*fixed, *head_msgs], tk, extra_tokens)
+        limit = stable_limit(cfg, fixed_tokens)
+        # The memory may grow up to what the paper's render would allow it at this budget.
+        mem_cap = cfg.effective_budget - fixed_tokens - int(cfg.window_share * cfg.budget) - PER_MESSAGE
+        ev = self._evict(state.index, units, all_units, start, tk.count(text), fixed_tokens, cfg, limit, mem_cap)
+        if ev is None:
+            return None
+        part = enforce_part(layout.body[len(layout.body) - sum(len(u.messages) for u in all_units[ev.n_old:]):])
+        if part.repairs:
+            return None
+        window = part.messages
+        pinned = [sendable(m) for m in pinned_turn(state, ev.n_old, window, "agent", cfg)]
+        base = count_messages([*fixed, *head_msgs, *pinned, *window], tk, extra_tokens) + PER_MESSAGE
+        fresh = self._fresh(state, cfg, layout, all_units[ev.n_old:], units[:ev.n_old], report.units,
+                            min(limit - base - ev.mem_tokens, mem_cap - ev.mem_tokens))
+        head_text = text[: -len(MEMORY_CLOSE)] + "".join(f"{line}\n" for line in ev.lines)
+        before = [*map(sendable, fixed), *head_msgs]
+        built = self._assemble(head_text, fresh.elements, before, [*pinned, *window], cfg, extra_tokens)
+        if built is None:
+            return None
+        messages, memory, tokens, details = built
+        rows, runs = self._rows(state.index, sent, units, start, ev.n_old, details)
+        return Outcome(messages, memory, tokens, replace(
+            report, total_tokens=tokens, llm_calls=0, old_units=ev.n_old, window_units=len(all_units) - ev.n_old,
+            window_messages=len(window), window_tokens=count_messages([*pinned, *window], tk) - 3,
+            memory_tokens=tk.count(memory),
+            # the allowance stays the one of the render this memory grew from
+            unused_allowance=max(0, report.allowance - tk.count(memory)), units=rows, unit_runs=runs,
+            resolutions=count_resolutions(runs, rows),
+            cache=CacheStep("extend", False, extended_units=ev.n_old - start, recovered_units=len(details)),
+            strategy=(report.strategy[0], {**(fresh.report or {}), "kept": len(details)})
+            if report.strategy is not None and fresh.report is not None else report.strategy))
+
+    def _evict(self, index: NamespaceIndex, units: Sequence[Unit], all_units: Sequence[Any], start: int,
+               mem_tokens: int, fixed_tokens: int, cfg: FlexAMemConfig, limit: int, mem_cap: int) -> _Eviction | None:
+        """How many units leave the window: evict_all, the most the memory takes (what follows it is
+        sent again either way); to_target, the fewest that bring the request within the target,
+        else within ``B_bar``. None if no eviction fits."""
+        tk = self.tokenizer
+        lines: list[str] = []
+        sizes = [count_messages(u.messages, tk) - 3 for u in all_units[start:]]
+        window_tokens = sum(sizes)
+        chosen: tuple[int, int] | None = None  # (old units, memory tokens) of the extension made
+        evict_all = cfg.stable_extend == "evict_all"
+        for n_old in range(start, len(all_units)):
+            if n_old > start:
+                lines.append(record_line(index.note(units[n_old - 1].key)))
+                mem_tokens += tk.count(lines[-1]) + 1
+                window_tokens -= sizes[n_old - 1 - start]
+            if n_old == start:
+                continue  # the window must give up at least one unit, or nothing changes
+            if mem_tokens > mem_cap:
+                break
+            total = fixed_tokens + PER_MESSAGE + mem_tokens + window_tokens + PER_MESSAGE * (len(all_units) - n_old)
+            if total > cfg.effective_budget:
+                continue
+            fits_target = total <= limit
+            if evict_all or fits_target or chosen is None:
+                chosen = (n_old, mem_tokens)
+            if fits_target and not evict_all:
+                break
+        if chosen is None:
+            return None
+        return _Eviction(chosen[0], chosen[1], lines[: chosen[0] - start])
+
+    def _fresh(self, state: NamespaceState, cfg: FlexAMemConfig, layout: Layout, window_units: Sequence[Any],
+               old: Sequence[Unit], rows: Sequence[dict[str, Any]], room: int) -> Extension:
+        """Recovered units for this call's query, for the memory's end, within ``room`` tokens:
+        the strategy's extension detail over the units the memory does not show in detail yet."""
+        if room <= 0 or not old or not self.strategy.extends:
+            return Extension(report=self.strategy.no_room())
+        notes = state.index.notes_of_units(old)
+        shown = {r["position"] for r in rows if r.get("resolution") in ("raw", "excerpt")}
+        query = self.queries.make(cfg, layout.task, layout.current, window_units, None)
+        call = RecallCall(notes, state.index, cfg, self.tokenizer, query, False, True)
+        return self.strategy.extend(call, room, shown)
+
+    def _assemble(self, head_text: str, details: list[Element], before: list[Message], after: list[Message],
+                  cfg: FlexAMemConfig, extra_tokens: int) -> tuple[list[Message], str, int, list[Element]] | None:
+        """The request with the extended memory; the lowest-ranked detail dropped while it is over."""
+        while True:
+            text = head_text + "".join(f"{e.text}\n" for e in sorted(details, key=lambda e: e.pos)) + MEMORY_CLOSE
+            messages = [*before, memory_message(text), *after]
+            tokens = count_messages(messages, self.tokenizer, extra_tokens)
+            if tokens <= cfg.effective_budget or not details:
+                break
+            details = details[:-1]  # the estimate was short: drop the lowest-ranked detail
+        if tokens > cfg.effective_budget:
+            return None
+        return messages, text, tokens, details
+
+    @staticmethod
+    def _rows(index: NamespaceIndex, sent: SentRequest, units: Sequence[Unit], start: int, n_old: int,
+              details: Sequence[Element]) -> tuple[list[dict[str, Any]], list[list[Any]]]:
+        """The report's unit rows and runs: the previous ones, the units that left the window as
+        records, the fresh detail."""
+        report = sent.outcome.report
+        rows = {int(r["position"]): r for r in report.units}
+        rows.update((pos, unit_row(pos, index.note(units[pos].key), "record", why="left the window"))
+                    for pos in range(start, n_old))
+        runs = [list(r) for r in report.unit_runs]
+        add_run(runs, start, n_old, "record")
+        for e in details:
+            rows[e.pos] = {**(rows.get(e.pos) or unit_row(e.pos, index.note(units[e.pos].key), e.resolution)),
+                           "resolution": e.resolution, "why": "recovered when the memory grew"}
+        return [rows[pos] for pos in sorted(rows)], runs

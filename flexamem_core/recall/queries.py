@@ -1,0 +1,77 @@
+"""The query of a call: its vector (the one model call of a render) and the words that score
+excerpts and pieces.
+
+Agents: the normalized sum of the vectors of the task, the newest unit and ``query=``; when
+``query=`` or a human turn of the newest unit asks for something, its own words score the
+excerpts and pieces (a newest unit full of output would drown them). Readers, and a call
+with a current turn: the question.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..config import FlexAMemConfig
+from ..index.embeddings import normalize
+from ..model.messages import Message
+from ..model.protocols import Embedder
+from ..write.units import action_text
+from .strategies.base import Query
+
+
+class QueryMaker:
+    """Makes each call's :class:`Query`; the vectors of the last texts embedded are kept, so a
+    call that renders more than once (a cache-stable request sizing its budget) embeds once."""
+
+    def __init__(self, embedder: Any) -> None:
+        #: A callable returning the embedder: the model is loaded on first use.
+        self._embedder = embedder
+        self._last: tuple[tuple[str, ...], np.ndarray] | None = None
+
+    def make(self, cfg: FlexAMemConfig, task: Sequence[Message], current: Sequence[Message],
+             window_units: Sequence[Any], query: str | None) -> Query:
+        """The query of a call: ``task`` and ``current`` are the layout's task and current turn,
+        ``window_units`` the recent window's units (the newest last)."""
+        task_text = "\n".join(m.text for m in task)
+        newest = window_units[-1].raw if window_units else ""
+        question = "\n".join(m.text for m in current)
+        extra = query or ""
+        if cfg.history == "agent" and not question:
+            embedder: Embedder = self._embedder()
+            texts = [t for t in (task_text, newest, extra) if t]
+            vector = normalize(sum(self._embed(texts), np.zeros(embedder.dim, dtype=np.float32)))
+            focus = focus_of(cfg, window_units, query)
+            if focus:
+                return Query(vector, focus, focus, focus)
+            return Query(vector, "\n".join(t for t in (newest, extra) if t),
+                         "\n".join(t for t in (task_text, newest, extra) if t), "")
+        q_text = "\n".join(t for t in (question, extra) if t) or task_text
+        return Query(self._embed([q_text])[0], q_text, q_text, "")
+
+    def _embed(self, texts: list[str]) -> np.ndarray:
+        key = tuple(texts)
+        if self._last is not None and self._last[0] == key:
+            return self._last[1]
+        vecs = np.array(self._embedder().embed(texts), copy=True)
+        vecs.setflags(write=False)
+        self._last = (key, vecs)
+        return vecs
+
+
+def focus_of(cfg: FlexAMemConfig, window_units: Sequence[Any], query: str | None) -> str:
+    """What an agent call is asked, in words: ``query``, else the newest human turn of the
+    newest unit (only where user messages are human turns: ``pin_user_turn``)."""
+    if query:
+        return query
+    if not cfg.pin_user_turn or not window_units:
+        return ""
+    msgs = window_units[-1].messages
+    for i in range(len(msgs) - 1, -1, -1):
+        if msgs[i].role == "user":
+            # the observation of a text action (a command in a code block) is not a question
+            answers_action = i > 0 and msgs[i - 1].role == "assistant" and bool(action_text(msgs[i - 1]))
+            return "" if answers_action else msgs[i].text
+    return ""
