@@ -53,10 +53,10 @@ class FlexAMem:
         self.store: Store = store if store is not None else InMemoryStore()
         self.tokenizer: Tokenizer = tokenizer or default_tokenizer()
         self._embedder = embedder
-        self.writer: RecordWriter = writer or RuleRecordWriter(self.config.record_words,
-                                                               self.config.merged_record_words)
+        self.writer: RecordWriter = writer or RuleRecordWriter(self.config.tuning.record_words,
+                                                               self.config.tuning.merged_record_words)
         self._lock = threading.RLock()
-        self._namespaces = Namespaces(self.store, self.tokenizer, self.config.bm25_k1, self.config.bm25_b)
+        self._namespaces = Namespaces(self.store, self.tokenizer, self.config.tuning.bm25_k1, self.config.tuning.bm25_b)
         self._sync = Sync(self._namespaces, self.tokenizer, lambda: self.embedder, self.writer)
         queries = QueryMaker(lambda: self.embedder)
         self._pipeline = Pipeline(self._sync, MemoryComposer(strategy, self.writer, self.tokenizer), queries,

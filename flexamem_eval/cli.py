@@ -87,17 +87,22 @@ def parse_settings(pairs: list[str]) -> dict[str, Any]:
     from pydantic import ValidationError
 
     from flexamem_core import FlexAMemConfig
+    from flexamem_core.config import TUNING_FIELDS
 
     out: dict[str, Any] = {}
     for pair in pairs:
         key, sep, raw = pair.partition("=")
-        if not sep or not key.strip():
+        key = key.strip().removeprefix("tuning.")
+        if not sep or not key:
             raise ValueError(f"--set expects KEY=VALUE, got {pair!r}")
         try:
             value: Any = json.loads(raw)
         except json.JSONDecodeError:
             value = raw
-        out[key.strip()] = value
+        if key in TUNING_FIELDS:  # a hyperparameter, with or without its "tuning." prefix
+            out.setdefault("tuning", {})[key] = value
+        else:
+            out[key] = value
     try:
         FlexAMemConfig(**out)
     except ValidationError as exc:

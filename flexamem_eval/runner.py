@@ -301,7 +301,7 @@ def _unit_count(env: Env, messages: Sequence[Message]) -> int:
     from .methods.base import split_prefix
 
     rest = split_prefix(messages)[1]
-    return len(pack_units(rest, "agent", env.tokenizer, env.config.agent_unit_tokens))
+    return len(pack_units(rest, "agent", env.tokenizer, env.config.tuning.agent_unit_tokens))
 
 
 def limit_threads(threads: int) -> None:

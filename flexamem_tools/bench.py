@@ -118,7 +118,7 @@ def _rank_bm25_ms(mem: FlexAMem, namespace: str, query: str) -> float | None:
     from flexamem_core.index.bm25 import terms
 
     corpus = [terms(p.text) or ["_"] for p in mem.store.iter_pieces(namespace)]
-    bm25 = BM25Okapi(corpus, k1=mem.config.bm25_k1, b=mem.config.bm25_b)
+    bm25 = BM25Okapi(corpus, k1=mem.config.tuning.bm25_k1, b=mem.config.tuning.bm25_b)
     t0 = time.perf_counter()
     bm25.get_scores(terms(query))
     return 1000 * (time.perf_counter() - t0)

@@ -71,7 +71,7 @@ class Extender:
         fixed_tokens = count_messages([*fixed, *head_msgs], tk, extra_tokens)
         limit = stable_limit(cfg, fixed_tokens)
         # The memory may grow up to what the paper's render would allow it at this budget.
-        mem_cap = cfg.effective_budget - fixed_tokens - int(cfg.window_share * cfg.budget) - PER_MESSAGE
+        mem_cap = cfg.effective_budget - fixed_tokens - int(cfg.tuning.window_share * cfg.budget) - PER_MESSAGE
         ev = self._evict(state.index, units, all_units, start, tk.count(text), fixed_tokens, cfg, limit, mem_cap)
         if ev is None:
             return None
@@ -111,7 +111,7 @@ class Extender:
         sizes = [count_messages(u.messages, tk) - 3 for u in all_units[start:]]
         window_tokens = sum(sizes)
         chosen: tuple[int, int] | None = None  # (old units, memory tokens) of the extension made
-        evict_all = cfg.stable_extend == "evict_all"
+        evict_all = cfg.tuning.stable_extend == "evict_all"
         for n_old in range(start, len(all_units)):
             if n_old > start:
                 lines.append(record_line(index.note(units[n_old - 1].key)))

@@ -110,7 +110,7 @@ class StableRequests:
             extended = self.extender.extend(state, previous, layout, cfg, call.extra_tokens, synced)
             if extended is not None:
                 return extended
-        stable = replace(call, stable=True, head=cfg.stable_head and previous is not None and
+        stable = replace(call, stable=True, head=cfg.tuning.stable_head and previous is not None and
                          previous.outcome.passthrough)
         if previous is None:
             return self.pipeline.render(state, namespace, layout, stable)
@@ -130,10 +130,10 @@ class StableRequests:
             # A big newest unit can take nearly all of the reduced budget: the memory keeps
             # ``stable_target`` of the allowance the whole budget gives it, the rest is for appending.
             allowance = outcome.report.allowance
-            want = math.ceil(cfg.stable_target * (allowance + cfg.effective_budget - low.effective_budget))
+            want = math.ceil(cfg.tuning.stable_target * (allowance + cfg.effective_budget - low.effective_budget))
             if allowance < want:
                 mid = low.effective_budget + want - allowance
-                low = cfg.with_budget(min(cfg.budget, math.ceil(mid / cfg.safety_margin)))
+                low = cfg.with_budget(min(cfg.budget, math.ceil(mid / cfg.tuning.safety_margin)))
                 outcome = self.pipeline.render(state, namespace, layout, call.at(low))
         if outcome is None or outcome.report.newest_unit_cut_messages or outcome.report.newest_unit_dropped_steps:
             return self.pipeline.render(state, namespace, layout, call)

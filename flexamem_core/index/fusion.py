@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from ..config import FlexAMemConfig
 from .arrays import take_ascending
+
+if TYPE_CHECKING:
+    from ..config import FlexAMemConfig
 
 
 def ranks(values: np.ndarray) -> np.ndarray:
@@ -84,15 +86,15 @@ def fuse(bm25: np.ndarray, cosine: np.ndarray, cfg: FlexAMemConfig, cosine_ranks
     positive for every piece under ``rrf`` and ``blend``; under ``bm25``, the BM25 scores.
     ``cosine_ranks``: ``ranks(cosine)`` when the caller has them."""
     bm25 = np.asarray(bm25, dtype=np.float64)
-    if cfg.fusion == "bm25" or len(bm25) == 0:
+    if cfg.tuning.fusion == "bm25" or len(bm25) == 0:
         return bm25.copy()
-    w = cfg.fusion_weight
+    w = cfg.tuning.fusion_weight
     lexical = bm25 > 0
-    if cfg.fusion == "rrf":
+    if cfg.tuning.fusion == "rrf":
         rc = ranks(np.asarray(cosine)) if cosine_ranks is None else cosine_ranks  # float32 ranks fastest as is
-        out = w / (cfg.fusion_k + rc)
+        out = w / (cfg.tuning.fusion_k + rc)
         if lexical.any():  # the matching pieces rank first, so ranking them alone gives the same ranks
-            out[lexical] += (1.0 - w) / (cfg.fusion_k + ranks(bm25[lexical]))
+            out[lexical] += (1.0 - w) / (cfg.tuning.fusion_k + ranks(bm25[lexical]))
         return out
     cosine = np.asarray(cosine, dtype=np.float64)
     top = float(bm25.max())
@@ -119,9 +121,9 @@ def fused_over(docs: np.ndarray, bm25_all: np.ndarray, q_vec: np.ndarray, index:
     out = np.zeros(n_docs, dtype=np.float64)
     if len(docs) == 0:
         return out
-    if cfg.fusion == "bm25":
+    if cfg.tuning.fusion == "bm25":
         out[docs] = fuse(bm25_all[docs], np.zeros(len(docs)), cfg)
-    elif cfg.fusion == "rrf":
+    elif cfg.tuning.fusion == "rrf":
         out[docs] = fuse(bm25_all[docs], np.zeros(0), cfg, index.piece_cosine_ranks(docs, q_vec))
     else:
         out[docs] = fuse(bm25_all[docs], index.piece_cosines(docs, q_vec), cfg)
@@ -195,7 +197,7 @@ class NoteRanking:
         lexical = take_ascending(bm25_all, docs)
         #: Positions (into ``groups.docs``, ascending) of the matching pieces, and their scores.
         self.lex_pos = np.flatnonzero(lexical > 0)
-        w, k = cfg.fusion_weight, cfg.fusion_k
+        w, k = cfg.tuning.fusion_weight, cfg.tuning.fusion_k
         # the matching pieces rank first by BM25, so ranking them alone gives their ranks
         self.lex_score = w / (k + groups.ranks_at(self.lex_pos)) + (1.0 - w) / (k + ranks(lexical[self.lex_pos])) \
             if len(self.lex_pos) else np.zeros(0)
@@ -209,7 +211,7 @@ class NoteRanking:
         return len(self.groups.docs) - len(self.excluded_pos)
 
     def _scores_at(self, positions: np.ndarray) -> np.ndarray:
-        w, k = self.cfg.fusion_weight, self.cfg.fusion_k
+        w, k = self.cfg.tuning.fusion_weight, self.cfg.tuning.fusion_k
         out = w / (k + self.groups.ranks_at(positions))
         at, hit = found_at(self.lex_pos, positions)
         out[hit] = self.lex_score[at[hit]]
@@ -244,7 +246,7 @@ class NoteRanking:
             lex, lex_score = lex[top], lex_score[top]
         # Every document left out scores less than the k-th best candidate: so the k best
         # candidates, and every one tied with the k-th, are those of all documents.
-        w, c = self.cfg.fusion_weight, self.cfg.fusion_k
+        w, c = self.cfg.tuning.fusion_weight, self.cfg.tuning.fusion_k
         at = np.concatenate((lex, others))
         cand = docs[at]
         scores = np.concatenate((lex_score, w / (c + self.groups.ranks_at(others))))
@@ -286,7 +288,7 @@ def fused_ranking(docs: np.ndarray, bm25_all: np.ndarray, q_vec: np.ndarray, ind
     ``rrf`` (:class:`NoteRanking`), else by the dense fused scores (:func:`fused_over`). With
     ``fusion_weight`` 0 every piece that matches no word scores 0, all tied, so the dense
     order it is."""
-    if cfg.fusion == "rrf" and cfg.fusion_weight > 0 and len(docs):
+    if cfg.tuning.fusion == "rrf" and cfg.tuning.fusion_weight > 0 and len(docs):
         groups = index.note_groups(docs, q_vec)
         if groups is not None:
             return NoteRanking(groups, bm25_all, cfg)

@@ -5,14 +5,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..config import FlexAMemConfig
 from ..index.arrays import take_ascending
 from ..index.fusion import fused_over, ranks
 from ..index.namespace import NamespaceIndex, top_k
 from ..model.schema import Note
+
+if TYPE_CHECKING:
+    from ..config import FlexAMemConfig
 
 
 @dataclass
@@ -62,12 +65,12 @@ def candidates(q_vec: np.ndarray, notes: Sequence[Note], index: NamespaceIndex,
         rows = np.fromiter((index.position[nt.unit_key] for nt in notes), dtype=np.int64, count=n)
         cos = index.note_cosines(q_vec)[rows]
     pos_of = positions(notes, index)
-    if cfg.fused_seeds and cfg.fusion != "bm25":
+    if cfg.tuning.fused_seeds and cfg.tuning.fusion != "bm25":
         best_piece = _best_piece_scores(notes, rows, index, query_text, q_vec, cfg)
         # the old notes' ranks, kept by the index: the piece ranking by notes made them
         cos_ranks = index.note_cosine_ranks(q_vec, n) if rows[-1] == n - 1 else None
         cos = _fused_units(cos, best_piece, cfg, cos_ranks)
-    seeds = top_k(cos, cfg.seeds)
+    seeds = top_k(cos, cfg.tuning.seeds)
     best: dict[int, tuple[float, str]] = {}
 
     def reach(p: int, score: float, why: str) -> None:
@@ -80,10 +83,10 @@ def candidates(q_vec: np.ndarray, notes: Sequence[Note], index: NamespaceIndex,
         reach(s, c, "seed")
         for key in sorted(index.links_of(notes[s].unit_key)):
             if key in pos_of and pos_of[key] != s:
-                reach(pos_of[key], cfg.link_discount * c, "link")
+                reach(pos_of[key], cfg.tuning.link_discount * c, "link")
         for nb in (s - 1, s + 1):
             if 0 <= nb < n:
-                reach(nb, cfg.link_discount * c, "time neighbour")
+                reach(nb, cfg.tuning.link_discount * c, "time neighbour")
     return [Candidate(p, sc, why) for p, (sc, why) in sorted(best.items(), key=lambda kv: (-kv[1][0], kv[0]))]
 
 
@@ -95,18 +98,18 @@ def _best_piece_scores(notes: Sequence[Note], rows: np.ndarray, index: Namespace
     best = np.full(len(notes), -np.inf)
     if n_docs == 0:
         return best
-    bm25 = index.bm25.scores(index.bm25.query_terms(query_text, cfg.query_terms))
+    bm25 = index.bm25.scores(index.bm25.query_terms(query_text, cfg.tuning.query_terms))
     docs = old_docs(notes, index)
     if len(docs) == 0:
         return best
     to_old = np.full(len(index.notes), -1, dtype=np.int64)
     to_old[rows] = np.arange(len(notes))
-    groups = index.note_groups(docs, q_vec) if cfg.fusion == "rrf" else None
+    groups = index.note_groups(docs, q_vec) if cfg.tuning.fusion == "rrf" else None
     if groups is not None:
         # Ranked by their notes (agents): a note's pieces hold consecutive cosine ranks from
         # its first, so a unit's best piece is its first or one with a lexical match. The same
         # values as the dense fusion below, at the cost of the units and the matching pieces.
-        w, k = cfg.fusion_weight, cfg.fusion_k
+        w, k = cfg.tuning.fusion_weight, cfg.tuning.fusion_k
         best[to_old[index.doc_note_array()[docs[groups.starts]]]] = w / (k + groups.first)
         lexical = take_ascending(bm25, docs)
         hit = np.flatnonzero(lexical > 0)
@@ -131,11 +134,11 @@ def _fused_units(note_cos: np.ndarray, best_piece: np.ndarray, cfg: FlexAMemConf
     """Seed scores: the note cosine ranking and the best-piece ranking of the units, fused by
     reciprocal ranks (weight ``fusion_weight`` on the pieces). ``cos_ranks``: ``ranks(note_cos)``
     when the caller has them."""
-    w = cfg.fusion_weight
-    out = (1.0 - w) / (cfg.fusion_k + (ranks(note_cos) if cos_ranks is None else cos_ranks))
+    w = cfg.tuning.fusion_weight
+    out = (1.0 - w) / (cfg.tuning.fusion_k + (ranks(note_cos) if cos_ranks is None else cos_ranks))
     has = np.isfinite(best_piece)
     if has.any():
-        out[has] += w / (cfg.fusion_k + ranks(best_piece[has]))
+        out[has] += w / (cfg.tuning.fusion_k + ranks(best_piece[has]))
     return out
 
 
@@ -144,8 +147,8 @@ def excerpt_scores(index: NamespaceIndex, ranges: Sequence[range], query_text: s
     """Scores (dense over all piece documents, 0 outside ``ranges``) that rank the excerpt
     pieces of the candidate units: BM25 for ``query_text``, fused with the stored piece
     cosines unless ``fused_excerpts`` is off (then only BM25 matches are excerpted)."""
-    bm25 = index.bm25.scores_in(index.bm25.query_terms(query_text, cfg.query_terms), ranges)
-    if not cfg.fused_excerpts or cfg.fusion == "bm25":
+    bm25 = index.bm25.scores_in(index.bm25.query_terms(query_text, cfg.tuning.query_terms), ranges)
+    if not cfg.tuning.fused_excerpts or cfg.tuning.fusion == "bm25":
         return bm25
     docs = np.unique(np.concatenate([np.arange(r.start, r.stop) for r in ranges if len(r)] or
                                     [np.zeros(0, dtype=np.int64)])).astype(np.int64)

@@ -12,14 +12,17 @@ allowance.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from ..config import FlexAMemConfig
 from ..index.namespace import NamespaceIndex
 from ..model.protocols import RecordWriter, Tokenizer
 from ..model.schema import Note
 from .assembly import MemoryRender, memory_wrapper_tokens
 from .strategies.base import RecallCall, RecoveryStrategy, Room
 from .timeline import Timeline, TimelineLevels
+
+if TYPE_CHECKING:
+    from ..config import FlexAMemConfig
 
 
 class MemoryComposer:
@@ -73,10 +76,10 @@ class MemoryComposer:
         index's first notes (the usual case), else from scratch."""
         if notes and index.is_prefix(notes[0].unit_key, notes[-1].unit_key, len(notes)):
             levels = index.derived.get("timeline")
-            if levels is None or levels.writer is not self.writer or levels.fanin != cfg.merge_fanin:
+            if levels is None or levels.writer is not self.writer or levels.fanin != cfg.tuning.merge_fanin:
                 levels = index.derived["timeline"] = TimelineLevels(index, self.writer, self.tokenizer,
-                                                                     cfg.merge_fanin)
+                                                                     cfg.tuning.merge_fanin)
             return levels.build(notes, target)
-        timeline = Timeline(notes, index, self.writer, self.tokenizer, cfg.merge_fanin)
+        timeline = Timeline(notes, index, self.writer, self.tokenizer, cfg.tuning.merge_fanin)
         timeline.merge_down_to(target)
         return timeline

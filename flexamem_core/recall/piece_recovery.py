@@ -5,10 +5,10 @@ grouped by unit in time order."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..config import FlexAMemConfig
 from ..index.fusion import DenseRanking, Ranking, fused_ranking
 from ..index.namespace import NamespaceIndex
 from ..model.protocols import Tokenizer
@@ -20,10 +20,13 @@ from .piece_walk import Framing, select_pieces
 from .report import timeline_runs, unit_rows
 from .timeline import Timeline
 
+if TYPE_CHECKING:
+    from ..config import FlexAMemConfig
+
 
 def piece_recovery(notes: Sequence[Note], timeline: Timeline, query_text: str, q_vec: np.ndarray,
                    room: int, allowance: int, index: NamespaceIndex, tokenizer: Tokenizer,
-                   cfg: FlexAMemConfig | None = None, first: Sequence[int] = ()) -> MemoryRender:
+                   cfg: FlexAMemConfig, first: Sequence[int] = ()) -> MemoryRender:
     """The best pieces of all old units that fit, shown after the timeline.
 
     ``first``: piece documents taken before the ranked ones, in order, while they fit, with
@@ -31,14 +34,13 @@ def piece_recovery(notes: Sequence[Note], timeline: Timeline, query_text: str, q
     whole turns).
 
     Pieces are ranked by BM25 and by the cosine of their stored vectors with the query,
-    fused (``fusion``; ``cfg=None`` is the default config): a render never calls the
+    fused (``fusion``): a render never calls the
     embedding model for pieces. Chosen pieces are shown in time order, one header per run
     of units with the same label (a conversation's date, an agent's steps).
     """
-    cfg = cfg or FlexAMemConfig()
-    bm25 = index.bm25.scores(index.bm25.query_terms(query_text, cfg.query_terms))
+    bm25 = index.bm25.scores(index.bm25.query_terms(query_text, cfg.tuning.query_terms))
     old = old_docs(notes, index)
-    ranking: Ranking = DenseRanking(old[bm25[old] > 0], bm25) if cfg.fusion == "bm25" \
+    ranking: Ranking = DenseRanking(old[bm25[old] > 0], bm25) if cfg.tuning.fusion == "bm25" \
         else fused_ranking(old, bm25, q_vec, index, cfg)
     tokens = index.doc_tokens_array()
     pos_of = positions(notes, index)

@@ -10,16 +10,18 @@ with a current turn: the question.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..config import FlexAMemConfig
 from ..index.embeddings import normalize
 from ..model.messages import Message
 from ..model.protocols import Embedder
 from ..write.units import action_text
 from .strategies.base import Query
+
+if TYPE_CHECKING:
+    from ..config import FlexAMemConfig
 
 
 class QueryMaker:

@@ -5,10 +5,10 @@ memory shrunk to the allowance."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..config import FlexAMemConfig
 from ..index.namespace import NamespaceIndex
 from ..model.protocols import Tokenizer
 from ..model.schema import Note
@@ -17,6 +17,9 @@ from .candidates import Candidate
 from .joins import joined_estimate, verbatim_join
 from .report import timeline_runs, unit_rows
 from .timeline import Timeline
+
+if TYPE_CHECKING:
+    from ..config import FlexAMemConfig
 
 
 def best_pieces(docs: range, scores: np.ndarray, index: NamespaceIndex, limit: int) -> list[int]:
@@ -66,7 +69,7 @@ def fit_or_degrade(notes: Sequence[Note], cands: Sequence[Candidate], room: int,
         if not excerpts:
             continue
         docs = index.unit_docs.get(note.unit_key, range(0))
-        chosen = best_pieces(docs, excerpt_scores, index, cfg.excerpt_tokens if excerpt_tokens is None
+        chosen = best_pieces(docs, excerpt_scores, index, cfg.tuning.excerpt_tokens if excerpt_tokens is None
                              else excerpt_tokens)
         if not chosen:
             continue

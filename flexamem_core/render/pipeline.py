@@ -168,7 +168,7 @@ class Pipeline:
         after = [*fitted.pinned, *fitted.window, *current.messages]
         base = count_messages(before + after, tk, call.extra_tokens)
         allowance = b_bar - base - PER_MESSAGE
-        reference = b_bar - fixed_tokens - int(cfg.window_share * cfg.budget) - PER_MESSAGE \
+        reference = b_bar - fixed_tokens - int(cfg.tuning.window_share * cfg.budget) - PER_MESSAGE \
             if kind == "agent" else allowance
         return Frame(kind, window_units, old, head_list, before, after, len(head_msgs), fixed_tokens, base,
                      len(fitted.window), fitted.cut, fitted.dropped, fitted.pinned_cut,
@@ -185,7 +185,7 @@ class Pipeline:
         if kind == "agent":
             return agent_window(units, tail, cfg, self.tokenizer)
         if tail is not None and not call.chat_window and \
-                count_messages(tail.messages, self.tokenizer) - 3 > cfg.window_share * cfg.budget:
+                count_messages(tail.messages, self.tokenizer) - 3 > cfg.tuning.window_share * cfg.budget:
             return [], list(self.sync.sync(state, namespace, layout.body, cfg, final=True).units)
         return ([tail] if tail is not None else []), list(units)
 
@@ -254,7 +254,7 @@ def render_fitted(layout: Layout, call: Call, namespace: str, tokenizer: Tokeniz
     report's ``task_cut_messages`` counts the messages cut."""
     cfg = call.cfg
     fitted, n_cut = _fit_fixed(layout, call, namespace, tokenizer,
-                               cfg.effective_budget - int(cfg.window_share * cfg.budget))
+                               cfg.effective_budget - int(cfg.tuning.window_share * cfg.budget))
     try:
         outcome = attempt(fitted)
     except BudgetError:

@@ -159,9 +159,7 @@ class Sync:
         kind = cfg.history
         parent = matched[-1][0].key if matched else None
         first_step = next_step(matched[-1][0]) if matched else 1
-        packed = pack_units(rest, kind, self.tokenizer,
-                            cfg.agent_unit_tokens if kind == "agent" else cfg.reader_unit_tokens,
-                            first_step=first_step, final=final)
+        packed = pack_units(rest, kind, self.tokenizer, cfg.unit_tokens, first_step=first_step, final=final)
         new_units: list[Unit] = []
         tail = None
         for p in packed:

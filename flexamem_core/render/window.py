@@ -65,7 +65,7 @@ def agent_window(units: Sequence[Unit], tail: PackedUnit | None, cfg: FlexAMemCo
     """Agents: the window (the longest run of newest units within ``window_share * B``, the
     open unit included) and the old units before it."""
     all_units = _Chained(units, tail)
-    limit = cfg.window_share * cfg.budget
+    limit = cfg.tuning.window_share * cfg.budget
     n_win = recent_window(_newest_sizes(all_units, tk, limit), limit) if len(all_units) else 0
     return all_units.newest(n_win), list(units[: len(all_units) - n_win])
 
@@ -102,7 +102,7 @@ def fit_pinned_and_window(pinned: list[Message], window: list[Message], room: in
                           tk: Tokenizer, chat: bool) -> FittedTail:
     """A human turn over the window's share is cut like any oversized message; down to its
     bones if the newest unit needs the room (the newest step comes first)."""
-    fitted = fit_tail(pinned, window, room, max(PINNED_MIN_TOKENS, int(cfg.window_share * cfg.budget)), tk, chat)
+    fitted = fit_tail(pinned, window, room, max(PINNED_MIN_TOKENS, int(cfg.tuning.window_share * cfg.budget)), tk, chat)
     if pinned and fitted.used > fitted.room:
         fitted = fit_tail(pinned, window, room, PINNED_MIN_TOKENS, tk, chat)
     return fitted

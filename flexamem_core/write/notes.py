@@ -13,15 +13,18 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..config import FlexAMemConfig
 from ..index.namespace import NamespaceIndex
 from ..model.protocols import Embedder, RecordWriter, Store, Tokenizer
 from ..model.schema import Note, Piece, Unit
 from .pieces import cut_pieces
 from .units import messages_digest, next_step, unit_blocks, unit_label
+
+if TYPE_CHECKING:
+    from ..config import FlexAMemConfig
 
 
 class NoteWriter:
@@ -49,7 +52,7 @@ class NoteWriter:
                      progress: object | None) -> int:
         written = [self.writer.write(u) for u in todo]
         texts = [f"{w.record}\n" + _fields(w.keywords, w.tags, w.description) for w in written]
-        cut = [cut_pieces(u.key, unit_blocks(u), self.tokenizer, self.config.piece_tokens) for u in todo]
+        cut = [cut_pieces(u.key, unit_blocks(u), self.tokenizer, self.config.tuning.piece_tokens) for u in todo]
         if self.config.embeds_pieces:  # one embedding call for the notes and all their pieces
             texts += [p.text for plist in cut for p in plist]
         embedded = self.embedder.embed(texts)
@@ -57,7 +60,7 @@ class NoteWriter:
         at = len(todo)
         new = 0
         for unit, rec, vec, plist in zip(todo, written, vectors, cut):
-            links = tuple(index.nearest(vec, self.config.links_per_note))
+            links = tuple(index.nearest(vec, self.config.tuning.links_per_note))
             note = Note(unit_key=unit.key, record=rec.record,
                         record_tokens=self.tokenizer.count(rec.record), keywords=rec.keywords,
                         tags=rec.tags, description=rec.description, embedding=vec, links=links,

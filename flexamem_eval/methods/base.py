@@ -207,10 +207,10 @@ class Method(ABC):
         if key not in self.shared:
             t0 = time.perf_counter()
             self.shared[key] = pack_units(self.history, "reader", self.env.tokenizer,
-                                          self.env.config.reader_unit_tokens, final=True)
+                                          self.env.config.tuning.reader_unit_tokens, final=True)
             self.shared["reader_units_ms"] = (time.perf_counter() - t0) * 1000
         return self.shared[key]
 
     def agent_units(self, rest: Sequence[Message]) -> list[PackedUnit]:
         """Agent units of the history after the fixed prompt."""
-        return pack_units(rest, "agent", self.env.tokenizer, self.env.config.agent_unit_tokens)
+        return pack_units(rest, "agent", self.env.tokenizer, self.env.config.tuning.agent_unit_tokens)

@@ -55,7 +55,7 @@ def agent_view(env: Env, history: Sequence[Message], budget: int, units_cache: d
     prefix, rest = split_prefix(history)
     packed = env_pack(env, rest, units_cache)
     units = chain(packed, "agent")
-    n = recent_window([u.tokens for u in units], budget * env.config.window_share)
+    n = recent_window([u.tokens for u in units], budget * env.config.tuning.window_share)
     return AgentView(prefix, units, len(units) - n)
 
 
@@ -65,7 +65,7 @@ def env_pack(env: Env, rest: Sequence[Message], cache: dict) -> list[PackedUnit]
     key = (len(rest), id(rest[-1]) if rest else None)
     if key not in cache:
         cache.clear()
-        cache[key] = pack_units(rest, "agent", env.tokenizer, env.config.agent_unit_tokens)
+        cache[key] = pack_units(rest, "agent", env.tokenizer, env.config.tuning.agent_unit_tokens)
     return cache[key]
 
 

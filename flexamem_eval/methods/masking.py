@@ -63,7 +63,7 @@ class Masking(Method):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.writer = RuleRecordWriter(self.env.config.record_words)
+        self.writer = RuleRecordWriter(self.env.config.tuning.record_words)
         self._records: dict[str, str] = {}
         self._masked: dict[int, tuple[Message, Message]] = {}
 

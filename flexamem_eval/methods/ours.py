@@ -7,15 +7,16 @@ store holding units the current call has not reached yet is not what a live agen
 index statistics, e.g. BM25's document frequencies, would include them), so each variant
 and budget keeps its own store, filled as its calls go, while the expensive part of a note
 is made once per history and shared: its record and fields (:class:`SharedRecords`) and
-its vectors (the embedder's cache). Variants differ only in the config switches the core
-exposes: ``mode``, ``excerpts``, ``recovery``, ``random_candidates``.
+its vectors (the embedder's cache). Variants differ only in their config: the recovery
+strategy (``mode``, the ablations among them: :mod:`flexamem_eval.strategies`) and
+``cache_stable``.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Any, ClassVar, get_args
+from typing import Any, ClassVar
 
 from flexamem_core import FlexAMem, FlexAMemConfig, InMemoryStore, Message, RuleRecordWriter
 from flexamem_core.model.protocols import WrittenRecord
@@ -73,8 +74,8 @@ class _Ours(Method):
             settings = {**self.switches.get(history_kind, {}), "history": history_kind}
             config = FlexAMemConfig(**{**self.env.config.model_dump(), **settings})  # validated
             writer = self.shared.setdefault(
-                ("flexamem_records", config.record_words, config.merged_record_words),
-                SharedRecords(RuleRecordWriter(config.record_words, config.merged_record_words)))
+                ("flexamem_records", config.tuning.record_words, config.tuning.merged_record_words),
+                SharedRecords(RuleRecordWriter(config.tuning.record_words, config.tuning.merged_record_words)))
             self._mem[history_kind] = FlexAMem(config, store=store, tokenizer=self.env.tokenizer,
                                                embedder=self.env.embedder, writer=writer)
         return self._mem[history_kind]
@@ -104,24 +105,12 @@ class _Ours(Method):
         return mem.render(history, namespace=NAMESPACE, budget=budget).messages
 
 
-def config_modes() -> tuple[str, ...]:
-    """The recovery modes the installed core's ``FlexAMemConfig.mode`` accepts."""
-    return tuple(a for a in get_args(FlexAMemConfig.model_fields["mode"].annotation) if isinstance(a, str))
-
-
 class FlexAMemAuto(_Ours):
     """The automatic mode (``mode="auto"``), the core's and every adapter's default."""
 
     name = "flexamem-auto"
     switches: ClassVar = {"reader": {"mode": "auto"}, "agent": {"mode": "auto"}}
 
-    @classmethod
-    def unavailable(cls, dataset: str | None = None) -> str | None:
-        modes = config_modes()
-        if "auto" in modes:
-            return super().unavailable(dataset)
-        return (f"this core's FlexAMemConfig has no mode \"auto\" yet (modes: {', '.join(modes)}); "
-                "the method runs as soon as the mode exists")
 
 
 class FlexAMemUnit(_Ours):
@@ -149,19 +138,18 @@ class TimelineOnly(_Ours):
     """Ablation: the timeline without any recovery."""
 
     name = "timeline-only"
-    switches: ClassVar = {"reader": {"mode": "unit", "recovery": False}, "agent": {"mode": "unit", "recovery": False}}
+    switches: ClassVar = {"reader": {"mode": "timeline-only"}, "agent": {"mode": "timeline-only"}}
 
 
 class NoExcerpts(_Ours):
     """Ablation: unit recovery with raw text or record only (no excerpts)."""
 
     name = "flexamem-unit-no-excerpts"
-    switches: ClassVar = {"reader": {"mode": "unit", "excerpts": False}, "agent": {"mode": "unit", "excerpts": False}}
+    switches: ClassVar = {"reader": {"mode": "unit-no-excerpts"}, "agent": {"mode": "unit-no-excerpts"}}
 
 
 class RandomCandidates(_Ours):
     """Control: every unit a candidate, in an order seeded by a hash of the query."""
 
     name = "random-candidates"
-    switches: ClassVar = {"reader": {"mode": "unit", "random_candidates": True},
-                          "agent": {"mode": "unit", "random_candidates": True}}
+    switches: ClassVar = {"reader": {"mode": "random-candidates"}, "agent": {"mode": "random-candidates"}}

@@ -36,7 +36,7 @@ class _PieceStore:
 
     def __init__(self, method: Method) -> None:
         self.env = method.env
-        self.bm25 = BM25Index(self.env.config.bm25_k1, self.env.config.bm25_b)
+        self.bm25 = BM25Index(self.env.config.tuning.bm25_k1, self.env.config.tuning.bm25_b)
         self.pieces: list[Piece] = []
         self.unit_of_doc: list[int] = []
         self.units: list[Unit] = []
@@ -50,7 +50,7 @@ class _PieceStore:
         for unit in units:
             if unit.key in self.position:
                 continue
-            pieces = cut_pieces(unit.key, unit_blocks(unit), self.env.tokenizer, self.env.config.piece_tokens)
+            pieces = cut_pieces(unit.key, unit_blocks(unit), self.env.tokenizer, self.env.config.tuning.piece_tokens)
             self.position[unit.key] = len(self.units)
             self.units.append(unit)
             docs = self.bm25.add(p.text for p in pieces)

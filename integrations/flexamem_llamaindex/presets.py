@@ -42,6 +42,6 @@ def config_for(kind: Kind, budget: int, **overrides: Any) -> FlexAMemConfig:
     if check_budget(budget) is None:
         raise BudgetError("budget must be a positive integer, got None")
     defaults = FlexAMemConfig()
-    units = {"reader_unit_tokens": min(defaults.reader_unit_tokens, max(1, budget // 4)),
-             "agent_unit_tokens": min(defaults.agent_unit_tokens, max(1, budget // 4))}
-    return FlexAMemConfig(**{**_KIND_SETTINGS[kind], **units, "budget": budget, **overrides})
+    units = {"reader_unit_tokens": min(defaults.tuning.reader_unit_tokens, max(1, budget // 4)),
+             "agent_unit_tokens": min(defaults.tuning.agent_unit_tokens, max(1, budget // 4))}
+    return FlexAMemConfig(**{**_KIND_SETTINGS[kind], "budget": budget, **overrides}).tuned(**units)

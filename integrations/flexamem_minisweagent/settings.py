@@ -86,6 +86,7 @@ def build_memory(settings: FlexAMemSettings, budget: int | None = None) -> tuple
         from flexamem_core.write.writers import LLMRecordWriter
 
         chat = LitellmChat(settings.writer_model, settings.writer_model_kwargs)
-        writer = LLMRecordWriter(chat, record_words=config.record_words, merged_words=config.merged_record_words,
-                                 merged_cut_words=config.merged_record_cut_words)
+        tuning = config.tuning
+        writer = LLMRecordWriter(chat, record_words=tuning.record_words, merged_words=tuning.merged_record_words,
+                                 merged_cut_words=tuning.merged_record_cut_words)
     return FlexAMem(config, store=store, writer=writer), chat

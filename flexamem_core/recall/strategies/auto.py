@@ -35,11 +35,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ...config import FlexAMemConfig
 from ...index.arrays import take_ascending
 from ...index.fusion import DenseRanking, Ranking, fused_ranking
 from ...index.namespace import NamespaceIndex
@@ -51,6 +50,9 @@ from ..timeline import Timeline
 from ..unit_recovery import fit_or_degrade
 from .base import Extension, Plan, RecallCall, RecoveryStrategy, Room
 from .registry import register
+
+if TYPE_CHECKING:
+    from ...config import FlexAMemConfig
 
 
 @dataclass(frozen=True)
@@ -107,13 +109,13 @@ def signals(notes: Sequence[Note], index: NamespaceIndex, words_text: str, words
     The ranking is the one piece recovery uses (BM25 fused with the stored piece cosines),
     so a better ranking (a new fusion) sharpens the signals without changing the rule."""
     rule = rule or RULE
-    words = index.bm25.query_terms(words_text, cfg.query_terms)
+    words = index.bm25.query_terms(words_text, cfg.tuning.query_terms)
     docs, pos_of = old_docs(notes, index), positions(notes, index)
     if len(docs) == 0 or not words:
         return Signals(words_from, len(words), 0, 0.0, None, 0)
     bm25 = index.bm25.scores(words)
     matched = int(np.count_nonzero(take_ascending(bm25, docs) > 0))
-    ranking: Ranking = DenseRanking(docs, bm25) if cfg.fusion == "bm25" \
+    ranking: Ranking = DenseRanking(docs, bm25) if cfg.tuning.fusion == "bm25" \
         else fused_ranking(docs, bm25, q_vec, index, cfg)
     k = min(rule.top_pieces, len(docs))
     # the k best pieces, ties by document
@@ -136,7 +138,7 @@ def _reader_plan(call: RecallCall, room: Room, rule: AutoRule) -> Plan:
     cfg, q = call.cfg, call.query
     sig = signals(call.notes, call.index, q.piece_text, "question", q.vector, cfg, rule)
     confident = sig.concentration >= rule.confident_concentration
-    share = min(cfg.timeline_share, rule.confident_share) if confident else cfg.timeline_share
+    share = min(cfg.tuning.timeline_share, rule.confident_share) if confident else cfg.tuning.timeline_share
     concentrated = sig.best_unit is not None and sig.concentration >= rule.whole_concentration
 
     def recover(timeline: Timeline) -> MemoryRender:
@@ -150,7 +152,7 @@ def _reader_plan(call: RecallCall, room: Room, rule: AutoRule) -> Plan:
     report = {"recovery": "pieces", "timeline_share": share, "confident": confident, "whole": {},
               "why": _reader_why(sig, rule, confident, share, concentrated), "signals": sig.report(),
               "thresholds": {"confident_concentration": rule.confident_concentration,
-                             "confident_share": rule.confident_share, "rho": cfg.timeline_share,
+                             "confident_share": rule.confident_share, "rho": cfg.tuning.timeline_share,
                              "whole_concentration": rule.whole_concentration, "whole_share": rule.whole_share,
                              "top_pieces": rule.top_pieces}}
     return Plan(share * room.size_mem, share * room.a_mem if room.a_mem < room.size_mem else None, recover, report)
@@ -190,8 +192,8 @@ def _planned_cost(note: Note, left: float, cfg: FlexAMemConfig, record: bool) ->
     if note.raw_tokens + 8 <= left:
         return note.raw_tokens + 8, "raw", 0
     head = 8 + note.record_tokens
-    pieces = min(cfg.excerpt_tokens, int(left) - head)
-    if record and pieces >= cfg.piece_tokens // 2:
+    pieces = min(cfg.tuning.excerpt_tokens, int(left) - head)
+    if record and pieces >= cfg.tuning.piece_tokens // 2:
         return head + pieces, "excerpt", pieces
     return 0, "record", 0
 
@@ -225,14 +227,14 @@ def agent_candidates(notes: Sequence[Note], index: NamespaceIndex, cfg: FlexAMem
         rows.append({"position": pos, "why": why, "planned": res, "tokens": cost})
 
     if focus:
-        found = focus_first([], notes, index, index.bm25.query_terms(focus, cfg.query_terms))
+        found = focus_first([], notes, index, index.bm25.query_terms(focus, cfg.tuning.query_terms))
         if found:
             plan(found[0].pos, "focus match", 1.0)
     if sig.best_unit is not None and sig.concentration >= rule.step_concentration:
         plan(sig.best_unit, "concentrated match", sig.concentration)
     rest = candidates(q_vec, notes, index, cfg, piece_query)
     taken = {c.pos for c in planned} | skip
-    return [*planned, *(c for c in rest if c.pos not in taken)], rows, sig, need, excerpt or cfg.excerpt_tokens
+    return [*planned, *(c for c in rest if c.pos not in taken)], rows, sig, need, excerpt or cfg.tuning.excerpt_tokens
 
 
 def _agent_plan(call: RecallCall, room: Room, rule: AutoRule) -> Plan:
@@ -243,10 +245,10 @@ def _agent_plan(call: RecallCall, room: Room, rule: AutoRule) -> Plan:
     cands, rows, sig, need, _ = agent_candidates(notes, index, cfg, q.vector, q.excerpt_text, q.piece_text, q.focus,
                                                  cap, False, rule)
     # the trace first: the timeline is merged only down to what the planned units need
-    target = max(cfg.timeline_share * room.size_mem, room.size_mem - need)
+    target = max(cfg.tuning.timeline_share * room.size_mem, room.size_mem - need)
     # a big newest unit: per-call renders hide the oldest records down to that for this call; a
     # cache-stable request keeps its trace (it hides only what cannot fit)
-    room_for = max(cfg.timeline_share * room.a_mem, room.a_mem - need) \
+    room_for = max(cfg.tuning.timeline_share * room.a_mem, room.a_mem - need) \
         if room.a_mem < room.size_mem and not call.stable else None
     # planned units are shown whole: all their pieces, first, as one verbatim run each
     first = [d for c in cands[:len(rows)] for d in index.unit_docs.get(notes[c.pos].unit_key, range(0))]
@@ -267,7 +269,7 @@ def _agent_plan(call: RecallCall, room: Room, rule: AutoRule) -> Plan:
     report = {"recovery": "units and pieces" if rows else "trace and pieces", "planned": rows,
               "planned_tokens": need, "why": why, "signals": sig.report(),
               "thresholds": {"detail_share": rule.detail_share, "step_concentration": rule.step_concentration,
-                             "top_pieces": rule.top_pieces, "rho": cfg.timeline_share}}
+                             "top_pieces": rule.top_pieces, "rho": cfg.tuning.timeline_share}}
     return Plan(target, room_for, recover, report)
 
 

@@ -17,16 +17,18 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from ...config import FlexAMemConfig
 from ...index.namespace import NamespaceIndex
 from ...model.protocols import Tokenizer
 from ...model.schema import Note
 from ..assembly import Element, MemoryRender
 from ..timeline import Timeline
+
+if TYPE_CHECKING:
+    from ...config import FlexAMemConfig
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ class PieceRecovery(RecoveryStrategy):
     name = "piece"
 
     def plan(self, call: RecallCall, room: Room) -> Plan:
-        rho = call.cfg.timeline_share
+        rho = call.cfg.tuning.timeline_share
         q = call.query
 
         def recover(timeline: Timeline) -> MemoryRender:

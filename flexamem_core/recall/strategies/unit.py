@@ -27,7 +27,7 @@ class UnitRecovery(RecoveryStrategy):
         q, index = call.query, call.index
         cands = candidates(q.vector, call.notes, index, call.cfg, q.piece_text)
         if cands and q.focus:  # what was asked: its best match first
-            cands = focus_first(cands, call.notes, index, index.bm25.query_terms(q.focus, call.cfg.query_terms))
+            cands = focus_first(cands, call.notes, index, index.bm25.query_terms(q.focus, call.cfg.tuning.query_terms))
         return cands
 
     def extension_candidates(self, call: RecallCall, shown: set[int]) -> list[Candidate]:
@@ -39,11 +39,11 @@ class UnitRecovery(RecoveryStrategy):
         notes, index, cfg = call.notes, call.index, call.cfg
         cands = self.candidates(call)
         d = sum(max(0, n.raw_tokens - n.record_tokens) for n in (notes[c.pos] for c in cands))
-        target = max(cfg.timeline_share * room.size_mem, room.size_mem - d)
+        target = max(cfg.tuning.timeline_share * room.size_mem, room.size_mem - d)
         # the newest unit is big: the oldest records make room for recovery, this call only
         # (a recovered unit whose record is hidden is shown after the mark). A stable
         # request keeps its trace: it only hides what cannot fit.
-        room_for = max(cfg.timeline_share * room.a_mem, room.a_mem - d) \
+        room_for = max(cfg.tuning.timeline_share * room.a_mem, room.a_mem - d) \
             if room.a_mem < room.size_mem and not call.stable else None
         ranges = [index.unit_docs.get(notes[c.pos].unit_key, range(0)) for c in cands]
         scores = excerpt_scores(index, ranges, call.query.excerpt_text, call.query.vector, cfg)
@@ -58,6 +58,6 @@ class UnitRecovery(RecoveryStrategy):
         index, cfg = call.index, call.cfg
         cands = self.extension_candidates(call, shown)
         ranges = [index.unit_docs.get(call.notes[c.pos].unit_key, range(0)) for c in cands]
-        scores = index.bm25.scores_in(index.bm25.query_terms(call.query.excerpt_text, cfg.query_terms), ranges)
+        scores = index.bm25.scores_in(index.bm25.query_terms(call.query.excerpt_text, cfg.tuning.query_terms), ranges)
         return Extension(fit_or_degrade(call.notes, cands, room, index, cfg, call.tokenizer, scores, lambda pos: 0,
                                         self.excerpts))
