@@ -5,7 +5,7 @@ Built in: ``auto`` (the default), ``unit`` and ``piece``; :mod:`.registry` finds
 
 from . import auto, piece, unit  # the built-in strategies register themselves
 from .base import Extension, Plan, Query, RecallCall, RecoveryStrategy, Room
-from .registry import register, registered, strategy_class
+from .registry import register_strategy, registered_strategies, strategy_class
 
-__all__ = ["Extension", "Plan", "Query", "RecallCall", "RecoveryStrategy", "Room", "auto", "piece", "register",
-           "registered", "strategy_class", "unit"]
+__all__ = ["Extension", "Plan", "Query", "RecallCall", "RecoveryStrategy", "Room", "auto", "piece",
+           "register_strategy", "registered_strategies", "strategy_class", "unit"]

@@ -49,7 +49,7 @@ from ..piece_recovery import piece_recovery
 from ..timeline import Timeline
 from ..unit_recovery import fit_or_degrade
 from .base import Extension, Plan, RecallCall, RecoveryStrategy, Room
-from .registry import register
+from .registry import register_strategy
 
 if TYPE_CHECKING:
     from ...config import FlexAMemConfig
@@ -273,7 +273,7 @@ def _agent_plan(call: RecallCall, room: Room, rule: AutoRule) -> Plan:
     return Plan(target, room_for, recover, report)
 
 
-@register
+@register_strategy
 class AutoRecovery(RecoveryStrategy):
     """The automatic split (see the module docstring); ``rule`` holds its constants."""
 

@@ -8,10 +8,10 @@ from ..assembly import MemoryRender
 from ..piece_recovery import piece_recovery
 from ..timeline import Timeline
 from .base import Plan, RecallCall, RecoveryStrategy, Room
-from .registry import register
+from .registry import register_strategy
 
 
-@register
+@register_strategy
 class PieceRecovery(RecoveryStrategy):
     """The best pieces after a timeline within its share."""
 

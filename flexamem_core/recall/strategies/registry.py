@@ -3,7 +3,7 @@ other installed packages declare as ``flexamem.strategies`` entry points (loaded
 name is not otherwise known).
 
 Adding a strategy: a class with a ``name`` and a ``plan`` (:class:`.base.RecoveryStrategy`),
-then one line: ``register(MyStrategy)`` (or the ``@register`` decorator), or an entry point
+then one line: ``register_strategy(MyStrategy)`` (or as a class decorator), or an entry point
 ``[project.entry-points."flexamem.strategies"] my-name = "my_package.module:MyStrategy"``.
 """
 
@@ -18,7 +18,7 @@ GROUP = "flexamem.strategies"
 _STRATEGIES: dict[str, type[RecoveryStrategy]] = {}
 
 
-def register(cls: type[RecoveryStrategy]) -> type[RecoveryStrategy]:
+def register_strategy(cls: type[RecoveryStrategy]) -> type[RecoveryStrategy]:
     """Register a strategy class under its ``name`` (usable as a decorator)."""
     name = getattr(cls, "name", None)
     if not isinstance(name, str) or not name:
@@ -32,7 +32,7 @@ def register(cls: type[RecoveryStrategy]) -> type[RecoveryStrategy]:
 def _load_entry_points(only: str | None = None) -> None:
     for ep in entry_points(group=GROUP):
         if (only is None or ep.name == only) and ep.name not in _STRATEGIES:
-            register(ep.load())
+            register_strategy(ep.load())
 
 
 def strategy_class(name: str) -> type[RecoveryStrategy]:
@@ -40,11 +40,11 @@ def strategy_class(name: str) -> type[RecoveryStrategy]:
     if name not in _STRATEGIES:
         _load_entry_points(name)
     if name not in _STRATEGIES:
-        raise ValueError(f"unknown recovery mode {name!r}; registered: {', '.join(registered())}")
+        raise ValueError(f"unknown recovery mode {name!r}; registered: {', '.join(registered_strategies())}")
     return _STRATEGIES[name]
 
 
-def registered() -> list[str]:
+def registered_strategies() -> list[str]:
     """Every strategy name: the built-in ones first, then those registered or installed."""
     _load_entry_points()
     return list(_STRATEGIES)

@@ -10,10 +10,10 @@ from ..candidates import Candidate, candidates, excerpt_scores, focus_first
 from ..timeline import Timeline
 from ..unit_recovery import fit_or_degrade, unit_recovery
 from .base import Extension, Plan, RecallCall, RecoveryStrategy, Room
-from .registry import register
+from .registry import register_strategy
 
 
-@register
+@register_strategy
 class UnitRecovery(RecoveryStrategy):
     """Fit-or-degrade over the paper's candidates. Subclasses change :meth:`candidates`,
     :meth:`extension_candidates` or ``excerpts`` (False: raw text or record only)."""
