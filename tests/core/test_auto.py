@@ -8,7 +8,7 @@ import re
 import pytest
 
 from flexamem_core import FlexAMem, FlexAMemConfig
-from flexamem_core.recall.auto import RULE
+from flexamem_core.recall.strategies.auto import RULE
 
 CITIES = ["Lisbon", "Kyoto", "Reykjavik", "Marrakesh", "Valparaiso", "Tbilisi", "Hanoi", "Oaxaca", "Bergen",
           "Cusco", "Zanzibar", "Ljubljana"]

@@ -16,7 +16,6 @@ from flexamem_eval.embedding_cache import CachedEmbedder, default_cache_dir, tex
 from flexamem_eval.items import ConversationItem, TrajectoryItem
 from flexamem_eval.methods import METHODS, make_method, method_class
 from flexamem_eval.methods.base import Env
-from flexamem_eval.methods.ours import config_modes
 from flexamem_eval.methods.peers import LlamaIndexBuffer
 from flexamem_eval.runner import ItemResult, Spec, evaluate_item
 
@@ -211,14 +210,9 @@ def test_flexamem_auto_is_first_and_runs_once_the_core_has_the_mode(tmp_path, to
                     progress=False, embedding_cache=tmp_path / "cache")
     rows = json.loads((out / "results.json").read_text())
     text = (out / "results.md").read_text()
-    if "auto" in config_modes():
-        assert method_class("flexamem-auto").unavailable() is None
-        assert {r["method"] for r in rows} == {"flexamem-auto", "truncation"}
-        assert text.index("| flexamem-auto |") < text.index("| truncation |")
-    else:
-        assert "mode \"auto\"" in method_class("flexamem-auto").unavailable()
-        assert {r["method"] for r in rows} == {"truncation"}
-        assert "`flexamem-auto` skipped" in text
+    assert method_class("flexamem-auto").unavailable() is None
+    assert {r["method"] for r in rows} == {"flexamem-auto", "truncation"}
+    assert text.index("| flexamem-auto |") < text.index("| truncation |")
 
 
 def test_cli_cache_options_and_run_record(tmp_path):
