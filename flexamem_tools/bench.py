@@ -7,9 +7,9 @@ embedding is timed separately from rendering; each mode is timed with the paper'
 on every call and with the default cache-stable request, with the garbage-collection
 pauses that fell inside the renders and the most texts one render embedded, for the
 automatic mode (the default) and the unit and piece modes.
-Building 10,000 units with the neural embedder would take most of an hour on 2 cores,
-so the large stores are written with the model-free hashing embedder and the real
-model's cost per unit is measured on a sample and reported on its own line.
+Building the large stores with the neural embedder would take far too long on a CPU, so
+they are written with the model-free hashing embedder and the real model's cost per unit
+is measured on a sample and reported on its own line.
 """
 
 from __future__ import annotations
@@ -28,14 +28,18 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
+from flexamem_core import registered_strategies
 from flexamem_core.config import FlexAMemConfig
 from flexamem_core.index.embeddings import HashingEmbedder, default_embedder
 from flexamem_core.memory import FlexAMem
 from flexamem_core.model.messages import Message, ToolCall
-from flexamem_core.model.protocols import Embedder
+from flexamem_core.model.protocols import Embedder, Store
 from flexamem_core.request.tokens import TiktokenTokenizer, default_tokenizer
 
 HELP = "measure render latency and write cost at 100/1,000/10,000 units"
+
+#: The strategies timed by default: auto, the default of every adapter, and the paper's two.
+DEFAULT_MODES = ("auto", "unit", "piece")
 
 
 class TimedEmbedder:
@@ -130,8 +134,7 @@ def _time_renders(mem: FlexAMem, history: list[Message], cut: int, renders: int,
     apart from the query embedding and from writing the units the new step completes,
     counting the texts each render embeds and the garbage-collection pauses.
 
-    Wall time on a shared machine also counts what other processes ran meanwhile (on this
-    project's 2-core virtual machines the same median moved by a third between runs), so the
+    Wall time on a shared machine also counts what other processes ran meanwhile, so the
     CPU time of this process in each render (``time.process_time``, the embedding's left
     out as well) is reported beside it; both are medians and 95th percentiles."""
     render_ms, cpu_ms, embed_ms, texts, steps = [], [], [], [], []
@@ -159,40 +162,25 @@ def _time_renders(mem: FlexAMem, history: list[Message], cut: int, renders: int,
             "appended_share": steps.count("append") / max(1, len(steps))}
 
 
-def measure(size: int, renders: int, budget: int, embedder: Embedder, store_url: str = "memory://"
-            ) -> list[dict[str, Any]]:
-    """Write a store of ``size`` units, then time renders in both modes as the run grows:
-    the paper's render on every call, and the default cache-stable request."""
+def measure(size: int, renders: int, budget: int, embedder: Embedder, store_url: str = "memory://",
+            modes: Sequence[str] = DEFAULT_MODES) -> list[dict[str, Any]]:
+    """Write a store of ``size`` units, then time renders of each recovery strategy in ``modes``
+    as the run grows, with the paper's render on every call and with the default
+    cache-stable request; then reopen the store and time the first render."""
     from flexamem_core.stores.url import open_store
 
     tk = default_tokenizer()
     history, cut = bench_history(size, renders)
-    rows: list[dict[str, Any]] = []
     timed = TimedEmbedder(embedder)
     store = open_store(store_url)
     namespace = f"bench-{size}-{random.Random().randrange(1 << 30)}"  # a fresh namespace in a shared store
     mem = FlexAMem(FlexAMemConfig(budget=budget), store=store, tokenizer=tk, embedder=timed)
-    t0 = time.perf_counter()
-    with tqdm(total=size, desc=f"writing {size} units", unit="unit", leave=False) as bar:
-        written = mem.ingest(history[:cut], namespace=namespace, progress=bar)
-    write_s = time.perf_counter() - t0
-    embed_s = timed.seconds
-    t0 = time.perf_counter()
-    for m in history[:cut]:
-        tk._cache.pop(m.text, None) if hasattr(tk, "_cache") else None
-        tk.count(m.text)
-    rescan_ms = 1000 * (time.perf_counter() - t0)
-    units = len(mem.store.notes(namespace))
-    rows.append({"units": units, "metric": "write_ms_per_unit_without_embedding",
-                 "value": 1000 * (write_s - embed_s) / max(1, written)})
-    rows.append({"units": units, "metric": "baseline_full_retokenize_ms", "value": rescan_ms})
-    bm25_ms = _rank_bm25_ms(mem, namespace, history[cut].text + history[cut + 1].text) if units <= 20_000 else None
-    if bm25_ms is not None:
-        rows.append({"units": units, "metric": "baseline_rank_bm25_query_ms", "value": bm25_ms})
-    for mode in ("auto", "unit", "piece"):  # auto: the default of every adapter
+    rows, rescan_ms = _write_and_baselines(mem, history, cut, namespace, timed, size)
+    units = int(rows[0]["units"])
+    for mode in modes:
         for stable in (False, True):
-            cfg = FlexAMemConfig(budget=budget, mode=mode, cache_stable=stable)
-            m = FlexAMem(cfg, store=mem.store, tokenizer=tk, embedder=timed)
+            m = FlexAMem(FlexAMemConfig(budget=budget, mode=mode, cache_stable=stable), store=mem.store,
+                         tokenizer=tk, embedder=timed)
             m.render(history[:cut], namespace=namespace)  # builds the namespace state (timed below)
             got = _time_renders(m, history, cut, renders, namespace, timed)
             setting = "stable" if stable else "per-call"
@@ -200,12 +188,49 @@ def measure(size: int, renders: int, budget: int, embedder: Embedder, store_url:
                 rows.append({"units": units, "mode": f"{mode}/{setting}", "metric": metric, "value": value})
             rows.append({"units": units, "mode": f"{mode}/{setting}", "metric": "render_p50_over_full_retokenize",
                          "value": got["render_ms_p50"] / max(rescan_ms, 1e-9)})
+    del mem
+    rows += _reopen_rows(store, store_url, namespace, size, renders, budget, timed, units)
+    for row in rows:
+        row["store"] = store_url.split(":", 1)[0]
+    return rows
+
+
+def _write_and_baselines(mem: FlexAMem, history: list[Message], cut: int, namespace: str,
+                         timed: TimedEmbedder, size: int) -> tuple[list[dict[str, Any]], float]:
+    """Write the first ``cut`` messages, and time the baselines on them: re-tokenizing the whole
+    history, and one rank-bm25 query over the same pieces. Returns the rows and the first."""
+    tk = mem.tokenizer
+    t0 = time.perf_counter()
+    with tqdm(total=size, desc=f"writing {size} units", unit="unit", leave=False, disable=None) as bar:
+        written = mem.ingest(history[:cut], namespace=namespace, progress=bar)
+    write_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    for m in history[:cut]:
+        tk._cache.pop(m.text, None) if hasattr(tk, "_cache") else None  # type: ignore[attr-defined]
+        tk.count(m.text)
+    rescan_ms = 1000 * (time.perf_counter() - t0)
+    units = len(mem.store.notes(namespace))
+    rows: list[dict[str, Any]] = [
+        {"units": units, "metric": "write_ms_per_unit_without_embedding",
+         "value": 1000 * (write_s - timed.seconds) / max(1, written)},
+        {"units": units, "metric": "baseline_full_retokenize_ms", "value": rescan_ms}]
+    bm25_ms = _rank_bm25_ms(mem, namespace, history[cut].text + history[cut + 1].text) if units <= 20_000 else None
+    if bm25_ms is not None:
+        rows.append({"units": units, "metric": "baseline_rank_bm25_query_ms", "value": bm25_ms})
+    return rows, rescan_ms
+
+
+def _reopen_rows(store: Store, store_url: str, namespace: str, size: int, renders: int, budget: int,
+                 timed: TimedEmbedder, units: int) -> list[dict[str, Any]]:
+    """Reopen the store and render once: in new processes (a persistent store) and in this one."""
+    from flexamem_core.stores.url import open_store
+
+    history, cut = bench_history(size, renders)
+    rows: list[dict[str, Any]] = []
     # As after a restart: the writer has closed the store (SQLite moves its write-ahead log
-    # into the file), its writes are on disk, and this run's memory states are gone. On this
-    # project's virtual machine a process started next to a heap of several GB ran the same
-    # reopen up to twice as slowly (0.9 against 1.8 s in one test), so the states are released
-    # first and the new-process figure is the fastest of three, as timeit reports.
-    del mem, m
+    # into the file), its writes are on disk, and this run's memory states are gone. A process
+    # started next to a large heap runs the same reopen more slowly, so the states are
+    # released first and the new-process figure is the fastest of three, as timeit reports.
     gc.unfreeze()  # FlexAMem froze the loaded indexes (gc.freeze) to keep them out of collections
     gc.collect()
     if store_url != "memory://":
@@ -227,8 +252,6 @@ def measure(size: int, renders: int, budget: int, embedder: Embedder, store_url:
     reopened.render(history[: cut + 2 * renders], namespace=namespace)
     rows.append({"units": units, "metric": "open_and_first_render_ms", "value": 1000 * (time.perf_counter() - t0)})
     rows.append({"units": units, "metric": "open_and_first_render_cpu_ms", "value": 1000 * (time.process_time() - c0)})
-    for row in rows:
-        row["store"] = store_url.split(":", 1)[0]
     return rows
 
 
@@ -269,9 +292,14 @@ def embedding_cost(sample: int) -> dict[str, Any]:
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--sizes", type=int, nargs="+", default=[100, 1000, 10000])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[100, 1000, 10000], metavar="UNITS",
+                        help="history sizes to measure, in units of about 1,000 tokens (default: 100 1000 10000)")
     parser.add_argument("--renders", type=int, default=30, help="renders per size and mode")
-    parser.add_argument("--budget", type=int, default=8000)
+    parser.add_argument("--budget", type=int, default=8000, help="context budget of every render, in tokens "
+                        "(default 8000)")
+    parser.add_argument("--modes", nargs="+", choices=registered_strategies(), default=list(DEFAULT_MODES),
+                        metavar="MODE", help=f"recovery strategies to time (default: {' '.join(DEFAULT_MODES)}; "
+                        f"registered: {', '.join(registered_strategies())})")
     parser.add_argument("--embed-sample", type=int, default=40,
                         help="units written with the real model to measure its cost (0: skip)")
     parser.add_argument("--store", default="memory://",
@@ -303,7 +331,7 @@ def run(args: argparse.Namespace) -> int:
     if args.embed_sample:
         rows.append(embedding_cost(args.embed_sample))
     for size in args.sizes:
-        rows.extend(measure(size, args.renders, args.budget, HashingEmbedder(), args.store))
+        rows.extend(measure(size, args.renders, args.budget, HashingEmbedder(), args.store, args.modes))
     rows.extend(scaling_rows(rows))
     print(f"store {args.store}\n{'units':>7} {'mode':>15}  {'metric':<40} {'value':>10}")
     for r in rows:

@@ -32,12 +32,12 @@ from __future__ import annotations
 
 import math
 import weakref
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from ..model.messages import Message
 from ..model.protocols import Tokenizer
 from ..render.outcome import CacheStep, Outcome
-from ..render.pipeline import Call, Pipeline, render_fitted
+from ..render.pipeline import Call, Frame, Pipeline, render_fitted
 from ..render.state import NamespaceState
 from ..request.budget import BudgetError
 from ..request.counting import count_messages
@@ -118,23 +118,66 @@ class StableRequests:
 
     def _render_for_target(self, state: NamespaceState, namespace: str, layout: Layout, call: Call) -> Outcome:
         """A fresh render for ``stable_target`` of the budget (room for the next calls to append);
-        at the full budget instead if the newest step would have to be cut."""
+        at the full budget instead if the newest step would have to be cut.
+
+        The budget is chosen from the request's frame (the fixed prompt, head and window it
+        leaves room for); the memory is recalled once, at the budget chosen."""
         cfg = call.cfg
-        low = cfg.with_budget(min(cfg.budget, stable_budget(cfg, count_messages(layout.fixed, self.tokenizer,
-                                                                                call.extra_tokens))))
+        low = call.at(cfg.with_budget(min(cfg.budget, stable_budget(
+            cfg, count_messages(layout.fixed, self.tokenizer, call.extra_tokens)))))
         try:
-            outcome: Outcome | None = self.pipeline.render(state, namespace, layout, call.at(low))
+            framed: _Framed | None = self._framed(state, namespace, layout, low)
         except BudgetError:
-            outcome = None
-        if outcome is not None and outcome.report.old_units:
+            framed = None
+        raised = False
+        if framed is not None and framed.old_units:
             # A big newest unit can take nearly all of the reduced budget: the memory keeps
             # ``stable_target`` of the allowance the whole budget gives it, the rest is for appending.
-            allowance = outcome.report.allowance
-            want = math.ceil(cfg.tuning.stable_target * (allowance + cfg.effective_budget - low.effective_budget))
+            allowance = framed.frame.allowance
+            want = math.ceil(cfg.tuning.stable_target * (allowance + cfg.effective_budget -
+                                                         low.cfg.effective_budget))
             if allowance < want:
-                mid = low.effective_budget + want - allowance
-                low = cfg.with_budget(min(cfg.budget, math.ceil(mid / cfg.tuning.safety_margin)))
-                outcome = self.pipeline.render(state, namespace, layout, call.at(low))
-        if outcome is None or outcome.report.newest_unit_cut_messages or outcome.report.newest_unit_dropped_steps:
+                mid = low.cfg.effective_budget + want - allowance
+                low = call.at(cfg.with_budget(min(cfg.budget, math.ceil(mid / cfg.tuning.safety_margin))))
+                framed, raised = self._framed(state, namespace, layout, low), True
+        if framed is None or framed.frame.cut or framed.frame.dropped:
             return self.pipeline.render(state, namespace, layout, call)
-        return outcome.with_report(budget=cfg.budget, effective_budget=cfg.effective_budget, render_budget=low.budget)
+        try:
+            outcome = framed.finished(self.pipeline, state, layout)
+        except BudgetError:
+            if raised:
+                raise  # the raised budget cannot hold it either
+            return self.pipeline.render(state, namespace, layout, call)
+        return outcome.with_report(budget=cfg.budget, effective_budget=cfg.effective_budget,
+                                   render_budget=low.cfg.budget)
+
+    def _framed(self, state: NamespaceState, namespace: str, layout: Layout, call: Call) -> _Framed:
+        """The frame of a render at ``call``'s budget. A head is kept only where the whole render
+        keeps it (the newest step whole, the memory in place), so with a head it is rendered now."""
+        frame = self.pipeline.frame(state, namespace, layout, call, None)
+        if not call.head:
+            return _Framed(call, frame)
+        done = self.pipeline.finish(state, layout, call, frame)
+        if isinstance(done, Call):
+            return _Framed(done, self.pipeline.frame(state, namespace, layout, done, None))
+        return _Framed(call, frame, done)
+
+
+@dataclass
+class _Framed:
+    """A framed request at one budget, finished already where deciding its head needed it."""
+
+    call: Call
+    frame: Frame
+    outcome: Outcome | None = None
+
+    @property
+    def old_units(self) -> int:
+        return len(self.frame.old) + len(self.frame.head_units)
+
+    def finished(self, pipeline: Pipeline, state: NamespaceState, layout: Layout) -> Outcome:
+        if self.outcome is not None:
+            return self.outcome
+        done = pipeline.finish(state, layout, self.call, self.frame)
+        assert isinstance(done, Outcome)  # no head to drop, no chat window: nothing else to try
+        return done

@@ -1,13 +1,12 @@
 """The cyclic garbage collector, paused while a namespace is loaded from its store.
 
-Reopening a 10,000-unit namespace builds about a million long-lived objects (notes, their
-keys, the index's lists, the matched chain) in a fraction of a second. Each of them counts
-towards the collector's next full collection, so one lands inside the reopen and walks
-them all: 150 of about 900 ms in the bench's reopen at 9,999 units, and the young
-generations another 50. None of these objects is garbage. So the collector is paused
+Reopening a long namespace builds a great many long-lived objects (notes, their keys, the
+index's lists, the matched chain) at once. Each of them counts towards the collector's
+next full collection, so one lands inside the reopen and walks them all, and the young
+generations walk them too. None of these objects is garbage. So the collector is paused
 during the load, and what the load built is moved to its permanent generation
 (``gc.freeze()``), which no collection walks. A call pauses it while it loads a namespace
-and while it matches a reopened chain (another 10,000 units and their messages), not
+and while it matches a reopened chain (as many units again, and their messages), not
 while it writes: a first call may write thousands of units, embedding each, and the
 host's own garbage would pile up meanwhile.
 
@@ -48,9 +47,9 @@ def collector_paused() -> Iterator[None]:
 def freeze_bulk(loaded: int) -> None:
     """After a bulk load of ``loaded`` units, inside a pause: move every object alive into the
     collector's permanent generation, so that no collection walks them again (the first
-    young one after the pause would walk them all: tens of ms at 10,000 units). Only for a
-    bulk load (``BULK`` units or more): a freeze also keeps whatever cyclic garbage of the
-    host's is alive at that moment until ``gc.unfreeze()``."""
+    young one after the pause would walk them all). Only for a bulk load (``BULK`` units or
+    more): a freeze also keeps whatever cyclic garbage of the host's is alive at that moment
+    until ``gc.unfreeze()``."""
     if loaded >= BULK:
         gc.freeze()
 

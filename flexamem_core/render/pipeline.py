@@ -94,9 +94,10 @@ class Pipeline:
     def render(self, state: NamespaceState, namespace: str, layout: Layout, call: Call,
                units: list[Unit] | None = None) -> Outcome:
         """The request of one call over ``layout`` (``units``: a stored history, for a question)."""
-        done = self._attempt(state, namespace, layout, call, units)
+        frame = self.frame(state, namespace, layout, call, units)
+        done = self.finish(state, layout, call, frame)
         if isinstance(done, Call):
-            done = self._attempt(state, namespace, layout, done, units)
+            done = self.finish(state, layout, done, self.frame(state, namespace, layout, done, units))
         assert isinstance(done, Outcome)
         return done
 
@@ -108,10 +109,9 @@ class Pipeline:
         self.sync.sync(state, namespace, layout.body, call.cfg)
         return passthrough(msgs, call.cfg, self.tokenizer, call.extra_tokens)
 
-    def _attempt(self, state: NamespaceState, namespace: str, layout: Layout, call: Call,
-                 units: list[Unit] | None) -> Outcome | Call:
-        """The pipeline once; a :class:`Call` to try instead where the request cannot keep its layout."""
-        frame = self.frame(state, namespace, layout, call, units)
+    def finish(self, state: NamespaceState, layout: Layout, call: Call, frame: Frame) -> Outcome | Call:
+        """Recall, assemble and report a framed request; a :class:`Call` to try instead where the
+        request cannot keep its layout."""
         mem = self.recall(state, layout, call, frame)
         shown = mem is not None and mem.tokens <= frame.allowance
         messages = [*frame.before, *([memory_message(mem.text)] if shown else []), *frame.after]  # type: ignore[union-attr]

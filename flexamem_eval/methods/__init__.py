@@ -36,11 +36,23 @@ class UnknownMethod(ValueError):
     """Raised for a method name that is not in :data:`METHODS`."""
 
 
+#: Any recovery strategy the core knows runs as ``flexamem-<its name>`` (:func:`strategy_method`).
+STRATEGY_PREFIX = "flexamem-"
+
+
 def method_class(name: str) -> type[Method]:
-    if name not in METHODS:
-        raise UnknownMethod(f"unknown method {name!r}; expected one of {list(METHODS)}")
-    module, cls = METHODS[name]
-    return getattr(importlib.import_module(f"{__name__}.{module}"), cls)
+    if name in METHODS:
+        module, cls = METHODS[name]
+        return getattr(importlib.import_module(f"{__name__}.{module}"), cls)
+    if name.startswith(STRATEGY_PREFIX):
+        from flexamem_core import registered_strategies
+
+        if name.removeprefix(STRATEGY_PREFIX) in registered_strategies():
+            from .ours import strategy_method
+
+            return strategy_method(name.removeprefix(STRATEGY_PREFIX))
+    raise UnknownMethod(f"unknown method {name!r}; expected one of {list(METHODS)}, or flexamem-<strategy> for a "
+                        "registered recovery strategy")
 
 
 def make_method(name: str, env: Env, shared: dict[str, Any]) -> Method:

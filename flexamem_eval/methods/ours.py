@@ -153,3 +153,11 @@ class RandomCandidates(_Ours):
 
     name = "random-candidates"
     switches: ClassVar = {"reader": {"mode": "random-candidates"}, "agent": {"mode": "random-candidates"}}
+
+
+def strategy_method(mode: str) -> type[_Ours]:
+    """The method that runs the registered recovery strategy ``mode``, as ``flexamem-<mode>``."""
+    return type(f"Strategy_{mode}", (_Ours,), {
+        "__doc__": f"The recovery strategy {mode!r} (registered with the core).",
+        "__module__": __name__, "name": f"flexamem-{mode}",
+        "switches": {"reader": {"mode": mode}, "agent": {"mode": mode}}})

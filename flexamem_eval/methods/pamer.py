@@ -87,7 +87,7 @@ class PaMER(Method):
     def _summarize_all(self, spans: Sequence[tuple[Sequence[Sequence[Message]], int, int]],
                        kind: str) -> list[Summary]:
         """One summary per span of blocks (``first``, ``last``), embedded in one batched call
-        (a reader's archive is written at once: one call per summary was most of its cost)."""
+        (a reader's archive is written at once; one call per summary would be most of its cost)."""
         import time
 
         t0 = time.perf_counter()

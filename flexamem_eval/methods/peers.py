@@ -103,11 +103,11 @@ class LlamaIndexBuffer(Method):
 
     ``ChatMemoryBuffer.get`` drops the oldest message (and the assistant and tool messages
     that would then start the history) and counts the joined contents again, once per
-    dropped message: quadratic in the history (on LoCoMo about 0.4 s per question). The
-    buffer is therefore given only the messages from the last count its scan makes before
-    the one that fits, found by bisection over the same counts (:func:`buffer_start`), so
-    it makes the same last two decisions on the same strings and returns the same messages
-    (``full=True`` runs it on the whole history; a test checks both agree on the dev data).
+    dropped message: quadratic in the history. The buffer is therefore given only the
+    messages from the last count its scan makes before the one that fits, found by
+    bisection over the same counts (:func:`buffer_start`), so it makes the same last two
+    decisions on the same strings and returns the same messages (``full=True`` runs it on
+    the whole history; a test checks both agree on the dev data).
     """
 
     name = "llamaindex-buffer"

@@ -20,11 +20,11 @@ _STRATEGIES: dict[str, type[RecoveryStrategy]] = {}
 
 def register_strategy(cls: type[RecoveryStrategy]) -> type[RecoveryStrategy]:
     """Register a strategy class under its ``name`` (usable as a decorator)."""
+    if not (isinstance(cls, type) and issubclass(cls, RecoveryStrategy)):
+        raise TypeError(f"{cls!r} is not a RecoveryStrategy subclass")
     name = getattr(cls, "name", None)
     if not isinstance(name, str) or not name:
         raise ValueError(f"{cls.__name__} needs a non-empty class attribute 'name'")
-    if not (isinstance(cls, type) and issubclass(cls, RecoveryStrategy)):
-        raise TypeError(f"{cls!r} is not a RecoveryStrategy subclass")
     _STRATEGIES[name] = cls
     return cls
 
