@@ -1,7 +1,7 @@
 """Embeddings cached on disk across evaluation runs, keyed by model name and text hash.
 
 ``flexamem eval`` embeds the same texts on every run (note texts, pieces, queries), and on
-these CPUs embedding is most of a cold run. :class:`CachedEmbedder` wraps any ``Embedder``
+a CPU embedding is most of a cold run. :class:`CachedEmbedder` wraps any ``Embedder``
 (the real :class:`~flexamem_core.index.embeddings.SentenceTransformerEmbedder` by default) and
 keeps every vector it returns in an SQLite file: one row per (model, sha256 of the text
 as UTF-8), the vector as its float32 bytes, so a vector read back is bit for bit the one
@@ -50,8 +50,8 @@ def text_key(text: str) -> bytes:
 
 def model_id(embedder: Any) -> str:
     """What identifies the model behind an embedder: its full model name (or path), else its
-    name, with ``@bfloat16`` when it runs in that precision (its vectors differ from float32's
-    in the third decimal, and the cache promises the model's exact output)."""
+    name, with ``@bfloat16`` when it runs in that precision (its vectors differ slightly from
+    float32's, and the cache promises the model's exact output)."""
     name = str(getattr(embedder, "model_name", None) or embedder.name)
     return f"{name}@bfloat16" if getattr(embedder, "precision", "float32") == "bfloat16" else name
 

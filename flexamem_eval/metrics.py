@@ -20,7 +20,7 @@ from flexamem_core.write.pieces import cut_block
 #: at least one of its pieces appears verbatim.
 PIECE_TOKENS = 150
 
-#: Identifier- or path-like strings of an action (issue 3).
+#: Identifier- or path-like strings of an action (:func:`detail_strings`).
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_./-]{5,}")
 _HUMP = re.compile(r"[a-z][A-Z]")
 

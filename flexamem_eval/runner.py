@@ -307,9 +307,9 @@ def _unit_count(env: Env, messages: Sequence[Message]) -> int:
 def limit_threads(threads: int) -> None:
     """Intra-op threads of torch (the embedder) in this process.
 
-    More threads than free cores make torch's thread pool spin against itself: on a shared
-    2-core machine an embedding-bound method ran up to 30 times slower with 2 threads than
-    with 1. Set before torch loads (``OMP_NUM_THREADS``) or after (``set_num_threads``).
+    More threads than free cores make torch's thread pool spin against itself, and an
+    embedding-bound method then runs far slower than with one thread. Set before torch
+    loads (``OMP_NUM_THREADS``) or after (``set_num_threads``).
     """
     os.environ["OMP_NUM_THREADS"] = str(threads)
     torch = sys.modules.get("torch")

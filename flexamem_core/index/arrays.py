@@ -58,7 +58,7 @@ class GrowableArray:
 def take_ascending(values: np.ndarray, docs: np.ndarray) -> np.ndarray:
     """``values[docs]`` (read it, do not write it) for ascending distinct ``docs``: a view
     when they are ``0 .. n-1``, as the old units' pieces usually are (the first documents
-    written), instead of a gather of every old piece (160,000 at 10,000 units)."""
+    written), instead of a gather of every old piece."""
     n = len(docs)
     if n and docs[0] == 0 and docs[-1] == n - 1:
         return values[:n]

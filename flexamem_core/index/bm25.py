@@ -1,10 +1,10 @@
 """Okapi BM25 over pieces, as an incremental inverted index.
 
 Hand-written on purpose (DESIGN.md section 9): rank-bm25 scores with a Python loop over
-every document (72 ms a query at 10k pieces) and, like bm25s, cannot append without a
-full rebuild. Here postings grow as units are written; each term keeps its postings
-in append-only numpy buffers, so a query costs a few vectorised operations per query
-term, and :meth:`BM25Index.scores_in` scores only the documents of the units asked for. IDF is Lucene's
+every document and, like bm25s, cannot append without a full rebuild. Here postings grow
+as units are written; each term keeps its postings in append-only numpy buffers, so a
+query costs a few vectorised operations per query term, and :meth:`BM25Index.scores_in`
+scores only the documents of the units asked for. IDF is Lucene's
 ``log(1 + (N - n + 0.5) / (n + 0.5))`` over the whole store; rank-bm25 is the test
 oracle for the scores.
 """
@@ -32,7 +32,7 @@ def stop_words() -> frozenset[str]:
     """English stop words: scikit-learn's list (a dependency of sentence-transformers).
 
     It is read from its own module file, which imports nothing: importing scikit-learn
-    takes 1.5 to 2 s, which a process whose embedder does not load it (an API embedder)
+    takes seconds, which a process whose embedder does not load it (an API embedder)
     would otherwise pay on its first render. Falls back to the import if the file moved.
     """
     spec = importlib.util.find_spec("sklearn")  # finds the package without importing it
@@ -72,8 +72,7 @@ class _Postings:
     """One term's documents and frequencies: Python lists while they grow (cheap appends),
     moved into numpy buffers when a query reads them (amortised O(1) per posting). Postings
     read back from a saved index stay read-only views of it until a document is added to
-    them: copying them into buffers on their first query was 0.7 ms of each of the first
-    renders after a reopen at 10,000 units."""
+    them, so the first renders after a reopen copy none of them."""
 
     __slots__ = ("_docs", "_saved", "_tfs", "pending_docs", "pending_tfs")
 
@@ -221,7 +220,7 @@ class BM25Index:
         tf x idf; here BM25 scores the query as a set of words, so a word weighs its idf in
         every score it enters, and the rarest are the ones that move a ranking. The words
         every output repeats (paths, ``py``, ``self``) have postings over most pieces and a
-        near-zero idf: kept, they were most of a query's cost, which grew with the store.
+        near-zero idf: kept, they would be most of a query's cost, which grows with the store.
         """
         last = self._last_query
         if last is not None and last[1] == limit and last[2] == len(self) and last[0] == text:
@@ -259,7 +258,7 @@ class BM25Index:
 
     def _norm_all(self) -> np.ndarray:
         """Every document's length normalisation, kept until a document is added (a query
-        with a new set of words reuses it; it was a pass over all documents per query)."""
+        with a new set of words reuses it instead of passing over all documents)."""
         lengths = self._length_array()
         key = (len(self), self._total)  # documents are only ever appended
         last = self._last_norm

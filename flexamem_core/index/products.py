@@ -1,14 +1,12 @@
 """Row-by-vector products on the calling thread, never on BLAS's thread pool.
 
-A render multiplies the note (and piece) vectors by one query vector: a matrix-vector
-product of 0.1 to 1 ms at 10,000 units. numpy hands ``matrix @ vec`` to OpenBLAS, which
-splits even such a small product across its threads and leaves its workers spinning for
-tens of milliseconds after it. On 2 cores that doubled a render's CPU time at 10,000
-units, and with the other core busy the render waited on its second thread: per-call p50
-19 to 38 ms instead of 10 to 13 ms (`flexamem bench`, one busy process beside it, default
-threads against ``OPENBLAS_NUM_THREADS=1``). Limiting the pool would change a setting of
-the host's process; a row-wise dot product (one short ``sdot`` per row, never threaded)
-needs no setting, and its result does not depend on the host's thread count either.
+A render multiplies the note (and piece) vectors by one query vector: a small matrix-vector
+product. numpy hands ``matrix @ vec`` to OpenBLAS, which splits even such a small product
+across its threads and leaves its workers spinning after it: on a few cores they take CPU
+time from the render, and with the other cores busy the render waits on its helper
+threads. Limiting the pool would change a setting of the host's process; a row-wise dot
+product (one short ``sdot`` per row, never threaded) needs no setting, and its result does
+not depend on the host's thread count either.
 """
 
 from __future__ import annotations

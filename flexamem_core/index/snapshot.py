@@ -1,13 +1,13 @@
 """A saved copy of a namespace's search index, so that reopening a store is fast.
 
-Building the index from the store means re-tokenising every piece for BM25 (seconds at
-10,000 units). A store with the ``IndexSnapshots`` capability keeps one snapshot per
+Building the index from the store means re-tokenising every piece for BM25, slow for a
+long history. A store with the ``IndexSnapshots`` capability keeps one snapshot per
 namespace: the BM25 postings in CSR form, the per-piece arrays (token counts, and the
 pieces' own vectors as one float32 matrix), and a digest of the unit keys it covers. It is
 derived data, never the only copy: it covers a prefix of the notes in write order, is
 checked against them on load (any other order, a deletion or a different format means it
-is ignored and rebuilt), and the units written after it are indexed from their pieces as
-before. Forgetting a unit deletes the snapshot with it.
+is ignored and rebuilt), and the units written after it are indexed from their pieces.
+Forgetting a unit deletes the snapshot with it.
 
 The format is numpy's ``.npz`` (no pickle), versioned by ``FORMAT``.
 """
@@ -25,12 +25,12 @@ import numpy as np
 
 from ..model.schema import MergedRecord, Note
 
-#: 2: piece vectors (``piece_vectors``, one float32 row per piece document) and the
-#: compact timeline lines (a record that opens with its label is not labelled twice).
-#: 3: only the pieces' own vectors (``piece_vectors``, with ``own_docs``, the piece document
-#: of each row): a piece without one is scored by its note's vector.
-#: 4: the notes it covers (``note_vectors``, ``note_data``), read from it by a store with
-#: the ``NotesFrom`` capability instead of a row per note. Format 3 is still read.
+#: The format written. Formats 3 and 4 hold the pieces' own vectors (``piece_vectors``, with
+#: ``own_docs``, the piece document of each row; a piece without one is scored by its note's
+#: vector) and the counts of compact timeline lines (a record that opens with its label is
+#: not labelled twice). Format 4 also holds the notes it covers (``note_vectors``,
+#: ``note_data``), read from it by a store with the ``NotesFrom`` capability instead of a
+#: row per note; a format 3 snapshot has none, so its notes are read from the store.
 FORMAT = 4
 _READ_FORMATS = (3, 4)
 
@@ -61,7 +61,7 @@ class NotesFrom(Protocol):
     """Optional store capability: in one read, the unit keys of a namespace's notes in write
     order and the notes from position ``start`` on. A reopen then takes the notes its
     snapshot covers from the snapshot, one value, instead of reading a row per note (rows
-    spread through the file: 1.5 s of a reopen at 13,333 units with a cold page cache)."""
+    spread through the file: slow with a cold page cache)."""
 
     def keys_and_notes_from(self, namespace: str, start: int) -> tuple[list[str], list[Note]]: ...
 
@@ -80,7 +80,7 @@ def keys_digest(keys: Sequence[str]) -> np.ndarray:
 
 
 #: Every array starts at a multiple of this in the snapshot, so it is read in place with
-#: the alignment BLAS needs (a misaligned float32 matrix multiplies about ten times slower).
+#: the alignment BLAS needs (a misaligned float32 matrix multiplies far more slowly).
 ALIGN = 64
 #: The zip extra field that pads a member's local header (the id Android's zipalign uses).
 _PAD_FIELD = 0xD935
@@ -108,10 +108,10 @@ def encode(arrays: dict[str, np.ndarray], keys: Sequence[str]) -> bytes:
 
 def _stored_arrays(data: bytes) -> dict[str, np.ndarray]:
     """The arrays of an ``.npz`` written by :func:`encode`, as read-only views into ``data``
-    (an array not aligned, as ``np.savez`` wrote them before, is copied).
+    (an array not aligned, as ``np.savez`` writes them, is copied).
 
-    ``np.load`` copies each member out of the archive, twice over for the piece vectors
-    (about 250 MB at 10,000 units, a third of a second): ``np.savez`` stores members
+    ``np.load`` copies each member out of the archive, twice over for the piece vectors,
+    its largest member: ``np.savez`` stores members
     uncompressed, so each array is read in place from its offset, headers parsed by numpy.
     """
     view = memoryview(data)
@@ -137,7 +137,7 @@ def _stored_arrays(data: bytes) -> dict[str, np.ndarray]:
             if member.tell() + count * dtype.itemsize > info.file_size:
                 raise ValueError("snapshot member is truncated")
             arr = np.frombuffer(view, dtype=dtype, count=count, offset=start + member.tell()).reshape(shape)
-            arrays[info.filename[:-4]] = arr if arr.flags.aligned else arr.copy()  # an older snapshot
+            arrays[info.filename[:-4]] = arr if arr.flags.aligned else arr.copy()  # as np.savez lays it out
     return arrays
 
 

@@ -2,11 +2,11 @@
 
 An agent loop calls the memory with the same list of message objects plus a new step.
 Copying that list, checking the type of every message and comparing it with the previous
-call's copy costs the whole history on every call (several milliseconds at 80,000
-messages), although only the new step is new. Instead the namespace keeps one copy and
-grows it by the new messages; the host's list is then compared with it by list equality,
-which CPython decides by identity first for each element (about 0.1 ms at 80,000), so a
-call costs what is new. A history that changed any other way is copied anew, as before.
+call's copy costs the whole history on every call, although only the new step is new.
+Instead the namespace keeps one copy and grows it by the new messages; the host's list is
+then compared with it by list equality, which CPython decides by identity first for each
+element (a pointer comparison), so a call costs what is new. A history that changed any
+other way is copied anew.
 """
 
 from __future__ import annotations

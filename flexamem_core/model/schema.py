@@ -62,8 +62,9 @@ class Piece:
     """A verbatim slice of a unit's raw text, cut at line breaks, inside one turn or block.
 
     ``embedding`` is the piece's own vector (``phi(text)``, computed once when its unit is
-    written, in the unit's batch), or None for a piece written without one (an older store,
-    or ``piece_vectors=False``): the index then uses its unit's note vector instead.
+    written, in the unit's batch), or None for a piece written without one
+    (``piece_vectors=False``, or a store that keeps none): the index then uses its unit's
+    note vector instead.
     """
 
     unit_key: str
@@ -131,9 +132,9 @@ class Note:
     writer: str = "rule"
     llm_calls: int = 0
     #: Messages in the unit, so a reopened chain is matched without decoding unit bodies
-    #: (0 in notes written before this field: the unit is read instead).
+    #: (0 in a note without this field: the unit is read instead).
     messages: int = 0
-    #: ``units.messages_digest`` of the unit's messages ("" in older notes: the key is checked).
+    #: ``units.messages_digest`` of the unit's messages ("" in a note without it: the key is checked).
     digest: str = ""
     #: The name of the tokenizer that counted ``record_tokens`` and ``raw_tokens`` ("" where
     #: unknown): a render takes a count as exact only from the tokenizer it counts with.
@@ -170,10 +171,10 @@ class Note:
         """:meth:`from_dict` for the fields of :meth:`to_dict` as this version writes them, with
         the embedding as a float32 vector (an index snapshot's notes). ``d`` is consumed.
 
-        A reopen makes every note of a namespace (10,000 at the bench's size), and the frozen
-        dataclass's ``__init__`` sets each of its 17 fields through ``object.__setattr__``:
-        about 5 us a note, 50 to 130 ms a reopen. Fields of another form (an older snapshot, a
-        number that is not an int) go through :meth:`from_dict`.
+        A reopen makes every note of a namespace, and the frozen dataclass's ``__init__`` sets
+        each of its 17 fields through ``object.__setattr__``, which adds up over every note;
+        here the instance's dict is filled at once. Fields of another form (the notes of a
+        snapshot of another version, a number that is not an int) go through :meth:`from_dict`.
         """
         if d.keys() != _NOTE_FIELDS or not all(type(d[k]) is int for k in _NOTE_INTS) \
                 or type(d["embedding"]) is not np.ndarray or d["embedding"].dtype != np.float32:

@@ -1,8 +1,8 @@
 """What a render report says about the old units, at the cost of what the call did.
 
-A report used to carry one row per old unit. At 13,333 units that was 13,333 dicts built
-on every call, 14 ms of a 44 ms render. In a mini-swe-agent trajectory saved with
-``report: full`` it made the file grow with the square of the run. Now a report keeps:
+A row per old unit would cost every call in proportion to the whole history, and would
+make a mini-swe-agent trajectory saved with ``report: full`` grow with the square of the
+run. So a report keeps:
 
 - ``unit_runs``: the old units' positions as runs ``[start, end, resolution]`` of the
   timeline (``hidden``, ``record``, ``merged``), adjacent runs of one resolution joined,

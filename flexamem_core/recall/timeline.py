@@ -78,8 +78,8 @@ def record_item(pos: int, note: Note, index: NamespaceIndex, tokenizer: Tokenize
 def count_record_lines(index: NamespaceIndex, tokenizer: Tokenizer) -> None:
     """Build the record line of every note not built yet, so that the snapshot saved next
     carries every record's token count: a store filled by ``ingest`` alone would otherwise
-    be reopened by tokenizing each line of its history again (about a second at 10,000
-    units). One count per unit written, not per save: built lines are memoised."""
+    be reopened by tokenizing each line of its history again. One count per unit written,
+    not per save: built lines are memoised."""
     saved = index.saved_lines(tokenizer.name)  # counted already: saved again as they are
     for pos in range(index.records_counted, len(index.notes)):
         if (pos, pos + 1, "") not in saved:
@@ -284,9 +284,8 @@ class TimelineLevels:
     so a process that rebuilds it from the store renders byte-identically.
 
     A line whose token count the index's snapshot saved is counted from it and built only
-    when a call shows it: a reopened namespace of 10,000 units shows about a hundred of its
-    13,000 lines, and building every one (each merged line's key hashed, its record read)
-    was a tenth of a second of the reopen.
+    when a call shows it: a reopened namespace shows few of its lines, and building every
+    one would hash each merged line's key and read its record.
     """
 
     def __init__(self, index: NamespaceIndex, writer: RecordWriter, tokenizer: Tokenizer, fanin: int) -> None:

@@ -18,15 +18,13 @@ bound, so a budget is never exceeded.
 A long text is counted from the memoised counts of its parts cut after line breaks
 (:func:`line_parts`), exactly: a render counts memory texts made of lines it has counted
 before (records, pieces) with one element more or less each time, so most of its lines'
-counts are memoised already (a per-call piece render at 13,333 units spent 3.2 ms counting
-before, 2.5 ms after). o200k_base cuts a text into regex
-chunks and encodes each chunk alone, and no chunk runs past a line break followed by a
-character that is not whitespace and not ``/``: the chunk patterns that may hold a newline
-are ``\s*[\r\n]+``, ``\s+(?!\S)`` and ``\s+`` (whitespace only) and
-`` ?[^\s\p{L}\p{N}]+[\r\n/]*`` (which may take more newlines and slashes after the
-newline, nothing else); none looks behind, so the chunks after such a cut are those of the
-rest of the text alone, and the count of the text is the sum of its parts' counts (tested
-with hypothesis and on every dev render).
+counts are memoised already. o200k_base cuts a text into regex chunks and encodes each
+chunk alone, and no chunk runs past a line break followed by a character that is not
+whitespace and not ``/``: the chunk patterns that may hold a newline are ``\s*[\r\n]+``,
+``\s+(?!\S)`` and ``\s+`` (whitespace only) and `` ?[^\s\p{L}\p{N}]+[\r\n/]*`` (which may
+take more newlines and slashes after the newline, nothing else); none looks behind, so the
+chunks after such a cut are those of the rest of the text alone, and the count of the text
+is the sum of its parts' counts (tested with hypothesis and on every dev render).
 """
 
 from __future__ import annotations
@@ -58,7 +56,7 @@ _O200K_PATTERN = "|".join([
 ])
 _O200K_SPECIAL = {"<|endoftext|>": 199999, "<|endofprompt|>": 200018}
 
-#: Whitespace runs this long are counted as an upper bound (tiktoken panics at ~1M; 800k work).
+#: Whitespace runs this long are counted as an upper bound (well below the ~1M at which tiktoken panics).
 SAFE_WS_RUN = 100_000
 _LONG_WS_RUN = re.compile(rf"\s{{{SAFE_WS_RUN},}}")
 #: ``split`` cuts whitespace runs longer than this into chunks (parts only, never counts).
@@ -142,8 +140,8 @@ class TiktokenTokenizer:
 
     def _remember(self, text: str, n: int) -> None:
         if len(self._cache) >= self._cache_size:
-            # The oldest quarter goes, not the whole memo: a clear-all made the next renders
-            # count again every text they show (a write of 10,000 units cleared it mid-run).
+            # The oldest quarter goes, not the whole memo: a clear-all would make the next
+            # renders count again every text they show.
             for key in list(islice(self._cache, max(1, self._cache_size // 4))):
                 del self._cache[key]
         self._cache[text] = n
@@ -156,8 +154,7 @@ class TiktokenTokenizer:
         between them counts as it did alone.
 
         Why: a render shows the raw text of units written long ago, whose lines the memo
-        has let go (it holds about 5,000 units' lines); counting them again was 140 encodes
-        of a per-call render at 10,000 units."""
+        has let go; counting them again would encode them on every call."""
         total, run, whole = 0, [], []
         for text, known in segments:
             whole.append(text)

@@ -129,7 +129,7 @@ def notes_blob(notes: Sequence[Note]) -> bytes:
     snapshot: a reopen reads it as one value instead of a row per note."""
     fields = [n.to_dict(embedding=False) for n in notes]
     try:
-        return orjson.dumps(fields)  # 5 times faster than json; refuses a lone surrogate
+        return orjson.dumps(fields)  # faster than json; refuses a lone surrogate
     except TypeError:
         return dumps(fields).encode("utf-8")
 
@@ -155,7 +155,7 @@ def note_from_parts(text: str, embedding: bytes | memoryview | np.ndarray,
 def _own_fields(text: str | bytes) -> Any:
     """:func:`loads` for a note's or merged record's text, with orjson where it reads the
     same: a reopen decodes every note and merged record of a namespace, and orjson parses
-    them 1.7x faster. orjson reads an integer beyond 64 bits as a float, so it is only for
+    them faster than json. orjson reads an integer beyond 64 bits as a float, so it is only for
     these records of our own, whose numbers are token and step counts, never for units
     (a host's metadata can hold any integer); what it refuses (a tagged string, NaN) goes
     to :func:`loads`."""
@@ -174,7 +174,7 @@ def notes_from_rows(rows: Sequence[tuple[str, str | bytes, bytes | memoryview]],
 
     The embeddings of one dimension are decoded as rows of one read-only matrix (one
     ``frombuffer`` for the whole namespace instead of two copies per note): a reopen
-    reads every note of the namespace, 13,333 at 10,000 bench units.
+    reads every note of the namespace.
     """
     links = group_links(link_rows)
     blobs = [bytes(emb) for _, _, emb in rows]

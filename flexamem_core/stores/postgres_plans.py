@@ -35,8 +35,8 @@ T = TypeVar("T")
 class Call:
     """One statement of a plan. ``many``: run it once per parameter tuple (``executemany``).
     ``binary``: results in PostgreSQL's binary format, for reads of large ``bytea`` values
-    (the text format sends them hex-encoded, twice the bytes, parsed in Python: a reopen's
-    31 MB snapshot took 0.28 s that way)."""
+    (the text format sends them hex-encoded, twice the bytes, and parses them in Python:
+    slow for a snapshot)."""
 
     statement: Any
     params: Sequence[Any] = ()
@@ -119,6 +119,12 @@ class Plans:
             return sql.SQL(text).format(s=s)
 
         self._q = q
+        self._writes(q)
+        self._reads(q)
+        self._deletes(q)
+
+    def _writes(self, q: Callable[[str], Any]) -> None:
+        """The statements that add rows."""
         self.insert_unit = q("INSERT INTO {s}.units (namespace, key, parent, data) VALUES (%s, %s, %s, %s) "
                              "ON CONFLICT (namespace, key) DO NOTHING RETURNING seq")
         self.insert_note = q("INSERT INTO {s}.notes (namespace, key, seq, data, embedding) "
@@ -126,6 +132,18 @@ class Plans:
         self.insert_link = q("INSERT INTO {s}.links (namespace, src, pos, dst) VALUES (%s, %s, %s, %s)")
         self.insert_piece = q("INSERT INTO {s}.pieces (namespace, unit_key, idx, seq, data, embedding) "
                               "VALUES (%s, %s, %s, %s, %s, %s)")
+        self.insert_merged = q("INSERT INTO {s}.merged (namespace, key, data) VALUES (%s, %s, %s) "
+                               "ON CONFLICT (namespace, key) DO NOTHING RETURNING key")
+        self.insert_cover = q("INSERT INTO {s}.merged_covers (namespace, merged_key, covered) "
+                              "VALUES (%s, %s, %s) ON CONFLICT DO NOTHING")
+        self.count_deletion_sql = q("INSERT INTO {s}.namespace_deletions (namespace, deletions) VALUES (%s, 1) "
+                                    "ON CONFLICT (namespace) DO UPDATE SET "
+                                    "deletions = {s}.namespace_deletions.deletions + 1")
+        self.put_snapshot_sql = q("INSERT INTO {s}.index_snapshots (namespace, data) VALUES (%s, %s) "
+                                  "ON CONFLICT (namespace) DO UPDATE SET data = EXCLUDED.data")
+
+    def _reads(self, q: Callable[[str], Any]) -> None:
+        """The statements that read rows."""
         self.has_unit_sql = q("SELECT 1 FROM {s}.units WHERE namespace = %s AND key = %s")
         self.get_unit_sql = q("SELECT data FROM {s}.units WHERE namespace = %s AND key = %s")
         self.links_sql = q("SELECT src, dst FROM {s}.links WHERE namespace = %s ORDER BY src, pos")
@@ -141,21 +159,16 @@ class Plans:
         self.get_merged_sql = q("SELECT data FROM {s}.merged WHERE namespace = %s AND key = %s")
         self.stored_keys = q("SELECT key FROM {s}.units WHERE namespace = %s AND key = ANY(%s) UNION "
                              "SELECT key FROM {s}.merged WHERE namespace = %s AND key = ANY(%s)")
-        self.insert_merged = q("INSERT INTO {s}.merged (namespace, key, data) VALUES (%s, %s, %s) "
-                               "ON CONFLICT (namespace, key) DO NOTHING RETURNING key")
-        self.insert_cover = q("INSERT INTO {s}.merged_covers (namespace, merged_key, covered) "
-                              "VALUES (%s, %s, %s) ON CONFLICT DO NOTHING")
         self.version_sql = q("SELECT (SELECT COALESCE(MAX(seq), 0) FROM {s}.notes WHERE namespace = %s), "
                              "(SELECT COALESCE(MAX(deletions), 0) FROM {s}.namespace_deletions WHERE namespace = %s)")
-        self.count_deletion_sql = q("INSERT INTO {s}.namespace_deletions (namespace, deletions) VALUES (%s, 1) "
-                                    "ON CONFLICT (namespace) DO UPDATE SET "
-                                    "deletions = {s}.namespace_deletions.deletions + 1")
         self.all_merged_sql = q("SELECT data FROM {s}.merged WHERE namespace = %s ORDER BY key")
         self.get_snapshot_sql = q("SELECT data FROM {s}.index_snapshots WHERE namespace = %s")
-        self.put_snapshot_sql = q("INSERT INTO {s}.index_snapshots (namespace, data) VALUES (%s, %s) "
-                                  "ON CONFLICT (namespace) DO UPDATE SET data = EXCLUDED.data")
-        self.delete_snapshot_sql = q("DELETE FROM {s}.index_snapshots WHERE namespace = %s")
         self.namespaces_sql = q("SELECT namespace FROM {s}.units GROUP BY namespace ORDER BY MIN(seq)")
+        self.covers_sql = q("SELECT merged_key, covered FROM {s}.merged_covers WHERE namespace = %s")
+
+    def _deletes(self, q: Callable[[str], Any]) -> None:
+        """The statements that delete rows."""
+        self.delete_snapshot_sql = q("DELETE FROM {s}.index_snapshots WHERE namespace = %s")
         self.delete_unit_sql = q("DELETE FROM {s}.units WHERE namespace = %s AND key = %s RETURNING seq")
         self.delete_unit_rows = (
             q("DELETE FROM {s}.notes WHERE namespace = %s AND key = %s"),
@@ -163,7 +176,6 @@ class Plans:
             q("DELETE FROM {s}.links WHERE namespace = %s AND src = %s"),
             q("DELETE FROM {s}.links WHERE namespace = %s AND dst = %s"),
         )
-        self.covers_sql = q("SELECT merged_key, covered FROM {s}.merged_covers WHERE namespace = %s")
         self.delete_merged = (q("DELETE FROM {s}.merged WHERE namespace = %s AND key = ANY(%s)"),
                               q("DELETE FROM {s}.merged_covers WHERE namespace = %s AND merged_key = ANY(%s)"))
         self.delete_namespace_sql = q("DELETE FROM {s}.units WHERE namespace = %s")

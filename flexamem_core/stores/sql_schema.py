@@ -42,16 +42,16 @@ _V2 = [
         namespace TEXT NOT NULL PRIMARY KEY, deletions $int NOT NULL)""",
 ]
 
-# Version 3: each piece's own vector (raw float32, written with its unit; NULL in pieces
-# written before, which fall back to their note's vector).
+# Version 3: each piece's own vector (raw float32, written with its unit; NULL in a piece
+# stored without one, which falls back to its note's vector).
 _V3 = [
     "ALTER TABLE ${p}pieces ADD COLUMN embedding $blob",
 ]
 
 # Version 4: what a reopen reads, from indexes alone: the chain of a namespace (each unit's
 # key and parent, in write order) and its notes' keys in write order. Read from the tables,
-# every unit's text and every note's row were read: 2.2 s and 1.5 s of a reopen at 13,333
-# units with the file not in the page cache, against milliseconds from these indexes.
+# they would take every unit's text and every note's row, slow with the file not in the
+# page cache.
 _V4 = [
     "CREATE INDEX IF NOT EXISTS units_chain ON ${p}units (namespace, seq, key, parent)",
     "CREATE INDEX IF NOT EXISTS notes_keys ON ${p}notes (namespace, seq, key)",

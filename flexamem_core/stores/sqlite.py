@@ -41,7 +41,7 @@ def wal_connection(path: str | os.PathLike[str], timeout: float) -> sqlite3.Conn
 
     Switching a file to WAL can fail at once with "database is locked" while another
     process opens or recovers the same file, without SQLite waiting through its busy
-    timeout (two workers opening a new file together hit it), so it is retried, with
+    timeout (as when two workers open a new file together), so it is retried, with
     backoff, until ``timeout`` has passed.
     """
     conn = sqlite3.connect(path, timeout=timeout, isolation_level=None, check_same_thread=False)

@@ -331,7 +331,7 @@ class StoreConformance:
     def test_piece_vectors_read_back_exactly(self, backend):
         """The piece vectors capability: a piece written with its own vector (``piece_vectors``,
         opt-in) reads back with exactly that float32 vector, from ``pieces``, ``iter_pieces``
-        and a reopened store; a piece written without one (an older store) reads back without.
+        and a reopened store; a piece written without one reads back without.
         A store may drop them all (renders then fall back to unit vectors), never alter them."""
         store = backend.first
         with_vectors = make_chain("pv", 3, piece_vectors=True)
