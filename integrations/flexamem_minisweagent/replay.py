@@ -23,7 +23,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
-from flexamem_core import FlexAMem, Message, MessageError
+from flexamem_core import FlexAMem, Message, MessageError, registered_strategies
 from flexamem_core.cache.prefix import CACHED_PRICE, NEW_PRICE, call_cost, common_prefix_tokens
 from flexamem_core.host import is_marked
 from flexamem_core.model.messages import message_text
@@ -50,8 +50,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="cut each printed message to this many characters (0: no cut)")
     parser.add_argument("--instance", default=None, help="instance_id to pick from a file of several")
     parser.add_argument("--index", type=int, default=None, help="position to pick from a file of several")
-    parser.add_argument("--mode", choices=("auto", "unit", "piece"), default="auto",
-                        help="recovery mode (default auto, as the live wrapper)")
+    parser.add_argument("--mode", choices=registered_strategies(), default="auto",
+                        help="recovery strategy (default auto, as the live wrapper)")
     parser.add_argument("--tool-schema-tokens", type=int, default=None,
                         help="tokens of tool schemas per call (default: from the trajectory's model class)")
 
