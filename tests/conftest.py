@@ -36,3 +36,13 @@ def hashing_embedder():
     from flexamem_core.index.embeddings import HashingEmbedder
 
     return HashingEmbedder()
+
+
+def flat_config(**settings):
+    """A FlexAMemConfig from one flat set of settings (a test's own knobs): the user's settings
+    at the top level, the hyperparameters in ``tuning``."""
+    from flexamem_core import FlexAMemConfig, Tuning
+    from flexamem_core.config import TUNING_FIELDS
+
+    tuning = {k: settings.pop(k) for k in list(settings) if k in TUNING_FIELDS}
+    return FlexAMemConfig(**settings, tuning=Tuning(**tuning))

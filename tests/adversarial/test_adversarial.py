@@ -17,9 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from flexamem_core import BudgetError, FlexAMem, FlexAMemConfig, Message
+from flexamem_core import BudgetError, FlexAMem, FlexAMemConfig, Message, Tuning
 from flexamem_core.request.layout import split_layout
 from flexamem_core.request.properties import newest_step
+from tests.conftest import flat_config
 
 from . import generators as gen
 from .oracle import CHECKED, FAILURES, check, check_budget_error, check_render
@@ -82,7 +83,7 @@ def test_generated_agent_histories(seed, tokenizer, hashing_embedder):
     rng = random.Random(seed)
     for case in range(40):
         history = gen.agent_history(rng)
-        mem = FlexAMem(FlexAMemConfig(**_settings(rng)), tokenizer=tokenizer, embedder=hashing_embedder)
+        mem = FlexAMem(flat_config(**_settings(rng)), tokenizer=tokenizer, embedder=hashing_embedder)
         run_calls(mem, history, _budgets(rng, history, tokenizer), rng.choice([0, 0, 50, 400]),
                   f"agent seed {seed} case {case}", edit_rng=rng)
     assert not FAILURES[start:], "\n".join(FAILURES[start:])
@@ -94,7 +95,8 @@ def test_generated_conversations(seed, tokenizer, hashing_embedder):
     rng = random.Random(10_000 + seed)
     for case in range(40):
         history = gen.conversation(rng)
-        cfg = FlexAMemConfig(history="reader", mode=rng.choice(["unit", "piece"]), reader_unit_tokens=500)
+        cfg = FlexAMemConfig(history="reader", mode=rng.choice(["unit", "piece"]),
+                             tuning=Tuning(reader_unit_tokens=500))
         mem = FlexAMem(cfg, tokenizer=tokenizer, embedder=hashing_embedder)
         budgets = [rng.randint(150, 6000) for _ in range(2)]
         for k, budget in enumerate(budgets):

@@ -34,7 +34,7 @@ def one(item: Any, budget: int, settings: dict[str, Any]) -> dict[str, list[int]
     env = _env(Spec(dataset="trajectories", budgets=(), methods=(), config={}, embedding_cache=cache_dir(True)))
     cfg = FlexAMemConfig(**{**env.config.model_dump(), "mode": "auto", "history": "agent", **settings})
     mem = FlexAMem(cfg, store=InMemoryStore(), tokenizer=env.tokenizer, embedder=env.embedder,
-                   writer=RuleRecordWriter(cfg.record_words, cfg.merged_record_words))
+                   writer=RuleRecordWriter(cfg.tuning.record_words, cfg.tuning.merged_record_words))
     meter = PrefixMeter(env)
     limit = env.effective(budget)
     out: dict[str, list[int]] = defaultdict(lambda: [0] * 6)

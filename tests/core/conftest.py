@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from flexamem_core import FlexAMem, FlexAMemConfig
+from flexamem_core import FlexAMem
+from tests.conftest import flat_config
 
 
 @pytest.fixture
 def mem(tokenizer, hashing_embedder):
     """A factory of memories with small agent units (so short histories span many units)."""
     def make(**settings) -> FlexAMem:
-        return FlexAMem(FlexAMemConfig(**{"agent_unit_tokens": 100, **settings}), tokenizer=tokenizer,
+        return FlexAMem(flat_config(**{"agent_unit_tokens": 100, **settings}), tokenizer=tokenizer,
                         embedder=hashing_embedder)
     return make

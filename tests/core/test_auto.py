@@ -7,8 +7,9 @@ import re
 
 import pytest
 
-from flexamem_core import FlexAMem, FlexAMemConfig
+from flexamem_core import FlexAMem
 from flexamem_core.recall.strategies.auto import RULE
+from tests.conftest import flat_config
 
 CITIES = ["Lisbon", "Kyoto", "Reykjavik", "Marrakesh", "Valparaiso", "Tbilisi", "Hanoi", "Oaxaca", "Bergen",
           "Cusco", "Zanzibar", "Ljubljana"]
@@ -49,8 +50,8 @@ def conversation(sessions: int = 12) -> list[dict]:
 
 
 def reader(embedder, tokenizer, **settings) -> FlexAMem:
-    cfg = FlexAMemConfig(**{"budget": 3000, "history": "reader", "mode": "auto", "reader_unit_tokens": 400,
-                            **settings})
+    cfg = flat_config(**{"budget": 3000, "history": "reader", "mode": "auto", "reader_unit_tokens": 400,
+                         **settings})
     mem = FlexAMem(cfg, tokenizer=tokenizer, embedder=embedder)
     mem.ingest(conversation(), final=True)
     return mem
@@ -159,8 +160,8 @@ def agent_history(newest: str = "echo done", newest_output: str = "done", user_t
 
 
 def agent(embedder, tokenizer, **settings) -> FlexAMem:
-    cfg = FlexAMemConfig(**{"budget": 6000, "mode": "auto", "agent_unit_tokens": 200, "cache_stable": False,
-                            **settings})
+    cfg = flat_config(**{"budget": 6000, "mode": "auto", "agent_unit_tokens": 200, "cache_stable": False,
+                         **settings})
     return FlexAMem(cfg, tokenizer=tokenizer, embedder=embedder)
 
 
@@ -172,7 +173,7 @@ def test_an_agent_step_with_no_strong_match_keeps_the_trace(embedder, tokenizer)
     history = agent_history("date", "Tue Dec  1 12:00:00 UTC 2026")
     r = agent(embedder, tokenizer).render(history)
     unit = agent(embedder, tokenizer, mode="unit").render(history)
-    trace = agent(embedder, tokenizer, recovery=False).render(history)
+    trace = agent(embedder, tokenizer, mode="timeline-only").render(history)
     auto = r.report["auto"]
     assert auto["signals"]["concentration"] < RULE.step_concentration
     assert auto["planned"] == [] and auto["recovery"] == "trace and pieces"

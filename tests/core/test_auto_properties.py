@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from flexamem_core import BudgetError, FlexAMem, FlexAMemConfig, Message
+from flexamem_core import BudgetError, FlexAMem, FlexAMemConfig, Message, Tuning
 from flexamem_core.request.counting import count_messages
 from flexamem_core.request.properties import Context, problems
 from tests.adversarial import generators as gen
@@ -33,7 +33,8 @@ def test_generated_agent_histories_in_auto_mode(seed, tokenizer, hashing_embedde
     for case in range(30):
         history = gen.agent_history(rng)
         cfg = FlexAMemConfig(mode="auto", cache_stable=rng.random() < 0.7,
-                             agent_unit_tokens=rng.choice([100, 300, 1000]), pin_user_turn=rng.random() < 0.8)
+                             tuning=Tuning(agent_unit_tokens=rng.choice([100, 300, 1000])),
+                             pin_user_turn=rng.random() < 0.8)
         mem = FlexAMem(cfg, tokenizer=tokenizer, embedder=hashing_embedder)
         run_calls(mem, history, _budgets(rng, history, tokenizer), rng.choice([0, 0, 50, 400]),
                   f"auto agent seed {seed} case {case}", edit_rng=rng)
@@ -46,8 +47,8 @@ def test_generated_conversations_in_auto_mode(seed, tokenizer, hashing_embedder)
     rng = random.Random(60_000 + seed)
     for case in range(30):
         history = gen.conversation(rng)
-        mem = FlexAMem(FlexAMemConfig(history="reader", mode="auto", reader_unit_tokens=500), tokenizer=tokenizer,
-                       embedder=hashing_embedder)
+        mem = FlexAMem(FlexAMemConfig(history="reader", mode="auto", tuning=Tuning(reader_unit_tokens=500)),
+                       tokenizer=tokenizer, embedder=hashing_embedder)
         msgs = [Message.from_dict(m) for m in history]
         for k, budget in enumerate(rng.randint(150, 6000) for _ in range(2)):
             try:

@@ -138,12 +138,12 @@ def test_a_million_space_tool_output(mem, tokenizer):
 @pytest.mark.parametrize(("settings", "field"), [
     ({"budget": -5}, "budget"),
     ({"budget": 0}, "budget"),
-    ({"piece_tokens": -1}, "piece_tokens"),
-    ({"seeds": -1}, "seeds"),
-    ({"link_discount": 1.5}, "link_discount"),
+    ({"tuning": {"piece_tokens": -1}}, "piece_tokens"),
+    ({"tuning": {"seeds": -1}}, "seeds"),
+    ({"tuning": {"link_discount": 1.5}}, "link_discount"),
     ({"mode": "pieces"}, "mode"),
     ({"history": "chat"}, "history"),
-    ({"merged_record_words": 200, "merged_record_cut_words": 150}, "merged_record_cut_words"),
+    ({"tuning": {"merged_record_words": 200, "merged_record_cut_words": 150}}, "merged_record_cut_words"),
     ({"not_a_setting": 1}, "not_a_setting"),
 ])
 def test_invalid_settings_are_rejected_clearly(settings, field):

@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from flexamem_core import FlexAMem, FlexAMemConfig
+from flexamem_core import FlexAMem, FlexAMemConfig, Tuning
 from flexamem_core.index.embeddings import HashingEmbedder
 from flexamem_core.render.collector import BULK, collector_paused
 from flexamem_core.request.budget import BudgetError
@@ -45,7 +45,7 @@ def written(tmp_path, tokenizer, hashing_embedder):
     the history that wrote it; the history goes on for a few more steps."""
     path = tmp_path / "m.db"
     history = synthetic_history(290)
-    config = FlexAMemConfig(budget=3000, agent_unit_tokens=120)
+    config = FlexAMemConfig(budget=3000, tuning=Tuning(agent_unit_tokens=120))
     FlexAMem(config, store=SQLiteStore(path), tokenizer=tokenizer, embedder=hashing_embedder).ingest(
         history[:-40], namespace="t")
     yield path, history, config
@@ -68,7 +68,7 @@ def test_a_reopen_loads_and_matches_with_the_collector_paused_and_writes_with_it
     assert store.collector_on_load == [False]
     assert embedder.collector_on_write and all(embedder.collector_on_write)
     assert gc.isenabled()
-    space = mem._space("t")
+    space = mem.state("t")
     assert len(space.index.notes) >= BULK
     # what the load and the match built is frozen: no collection walks it again
     tracked = {id(o) for o in gc.get_objects()}

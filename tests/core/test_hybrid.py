@@ -8,7 +8,7 @@ import sqlite3
 import numpy as np
 import pytest
 
-from flexamem_core import FlexAMem, FlexAMemConfig
+from flexamem_core import FlexAMem, FlexAMemConfig, Tuning
 from flexamem_core.index.fusion import fuse, ranks
 from flexamem_core.index.namespace import NamespaceIndex
 from flexamem_core.recall.assembly import Assembler
@@ -17,6 +17,7 @@ from flexamem_core.recall.piece_recovery import piece_recovery
 from flexamem_core.stores import InMemoryStore
 from flexamem_core.stores.sqlite import SCHEMA_VERSION, SQLiteStore
 from flexamem_core.write.units import reader_blocks, unit_label
+from tests.conftest import flat_config
 
 from .checks import CountingEmbedder
 
@@ -43,8 +44,8 @@ def chat(sessions: int = 14) -> list[dict]:
 
 
 def reader(embedder, tokenizer, store=None, **settings) -> FlexAMem:
-    cfg = FlexAMemConfig(**{"budget": 1200, "history": "reader", "mode": "piece", "piece_vectors": True,
-                            **settings})
+    cfg = flat_config(**{"budget": 1200, "history": "reader", "mode": "piece", "piece_vectors": True,
+                         **settings})
     return FlexAMem(cfg, store=store, tokenizer=tokenizer, embedder=embedder)
 
 
@@ -55,13 +56,13 @@ def test_ranks_are_one_based_largest_first_ties_to_the_earlier():
 
 
 def test_rrf_adds_a_lexical_term_only_for_pieces_that_match_a_word():
-    cfg = FlexAMemConfig(fusion="rrf", fusion_k=60, fusion_weight=0.5)
+    cfg = FlexAMemConfig(tuning=Tuning(fusion="rrf", fusion_k=60, fusion_weight=0.5))
     bm25 = np.array([0.0, 3.0, 1.0])
     cos = np.array([0.9, 0.1, 0.5])
     out = fuse(bm25, cos, cfg)
     np.testing.assert_allclose(out, [0.5 / 61, 0.5 / 61 + 0.5 / 63, 0.5 / 62 + 0.5 / 62])
-    assert fuse(bm25, cos, cfg.model_copy(update={"fusion": "bm25"})).tolist() == bm25.tolist()
-    blend = fuse(bm25, cos, cfg.model_copy(update={"fusion": "blend"}))
+    assert fuse(bm25, cos, cfg.tuned(fusion="bm25")).tolist() == bm25.tolist()
+    blend = fuse(bm25, cos, cfg.tuned(fusion="blend"))
     np.testing.assert_allclose(blend, [0.5, 0.5 + 0.0, 0.5 / 3 + 0.5 * 0.5], atol=1e-9)
 
 
@@ -79,7 +80,7 @@ def test_fusion_shows_a_paraphrased_piece_that_bm25_alone_misses(embedder, token
     assert EVIDENCE in (r_hyb.memory_text or "")
     shown = [p for p in r_hyb.report["pieces"] if p["bm25"] == 0]
     assert shown, "the evidence piece matches no query word"
-    index = hybrid._space("default").index
+    index = hybrid.state("default").index
     q = embedder.embed([QUESTION])[0]
     cos = index.piece_cosines(None, q)
     best = int(np.argmax(cos))
@@ -93,7 +94,7 @@ def test_the_kept_cosines_are_those_of_the_current_query_and_pieces(embedder, to
     mem = reader(embedder, tokenizer)
     history = chat()
     mem.ingest(history[:60], final=False)
-    index = mem._space("default").index
+    index = mem.state("default").index
     q1, q2 = embedder.embed([QUESTION, "Where is the compost bin?"])
     first = index.piece_cosines(None, q1)
     assert index.piece_cosines(None, q1) is first and not first.flags.writeable
@@ -121,7 +122,7 @@ def test_pieces_are_embedded_once_in_their_units_batch(embedder, tokenizer):
     counting = CountingEmbedder(embedder)
     mem = reader(counting, tokenizer)
     written = mem.ingest(chat(4), final=True)
-    index = mem._space("default").index
+    index = mem.state("default").index
     n_pieces = len(index.doc_unit)
     assert counting.calls == [written + n_pieces], "one call for the notes and all their pieces"
     pieces = list(mem.store.iter_pieces("default"))
@@ -147,7 +148,7 @@ def test_pieces_are_embedded_by_default_for_readers_only(embedder, tokenizer):
         assert cfg.embeds_pieces == (history == "reader" if pv is None else pv)
         mem = FlexAMem(cfg, tokenizer=tokenizer, embedder=embedder)
         mem.ingest(chat(4) if history == "reader" else agent_steps, final=True)
-        index = mem._space("default").index
+        index = mem.state("default").index
         assert len(index.doc_unit) > 0
         owned[(history, pv)] = index.own_piece_vectors
     assert owned[("reader", None)] > 0 and owned[("agent", True)] > 0
@@ -159,7 +160,7 @@ def test_without_piece_vectors_pieces_rank_by_their_units_vector(embedder, token
     mem = reader(counting, tokenizer, piece_vectors=False)
     written = mem.ingest(chat(4), final=True)
     assert counting.calls == [written]
-    index = mem._space("default").index
+    index = mem.state("default").index
     assert index.own_piece_vectors == 0
     np.testing.assert_array_equal(index.piece_vectors, index.vectors[index.doc_note_array()])
 
@@ -184,9 +185,9 @@ def test_an_old_store_without_piece_vectors_keeps_working_and_gains_them_for_new
     assert store.schema_version == SCHEMA_VERSION == 4
     assert all(p.embedding is None for p in store.iter_pieces("default"))
     mem = reader(counting, tokenizer, store=store)
-    n_old = len(mem._space("default").index.doc_unit)
+    n_old = len(mem.state("default").index.doc_unit)
     mem.ingest(history, final=True)
-    index = mem._space("default").index
+    index = mem.state("default").index
     assert index.own_piece_vectors == len(index.doc_unit) - n_old > 0
     np.testing.assert_array_equal(index.piece_vectors[:n_old], index.vectors[index.doc_note_array()[:n_old]])
     counting.calls.clear()
@@ -200,7 +201,7 @@ def test_the_snapshot_keeps_the_piece_vectors(tmp_path, embedder, tokenizer):
     store = SQLiteStore(tmp_path / "s.db")
     mem = reader(embedder, tokenizer, store=store)
     mem.ingest(chat(), final=True)
-    index = mem._space("default").index
+    index = mem.state("default").index
     index.save(tokenizer.name)
     again = NamespaceIndex(SQLiteStore(tmp_path / "s.db"), "default")
     assert again.saved_covers == len(index.notes)
@@ -229,10 +230,10 @@ def test_framing_is_charged_before_choosing_and_nothing_is_dropped(budget, embed
     per piece; the shrink loop drops nothing and the allowance is used."""
     mem = reader(embedder, tokenizer, budget=budget)
     mem.ingest(chat(), final=True)
-    space = mem._space("default")
+    space = mem.state("default")
     index, cfg = space.index, mem.config.with_budget(budget)
     notes = index.notes
-    timeline = mem._timeline(space, cfg, notes, 0)
+    timeline = mem._pipeline.composer.timeline(index, cfg, notes, 0)
     room = budget // 2
     allowance = tokenizer.count(Assembler(timeline, tokenizer).text([])) + room
     r = piece_recovery(notes, timeline, QUESTION, embedder.embed([QUESTION])[0], room, allowance, index,

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from flexamem_core import FlexAMem, FlexAMemConfig
+from flexamem_core import FlexAMem, FlexAMemConfig, Tuning
 from flexamem_core.index.bm25 import BM25Index, content_words
 from flexamem_core.index.namespace import top_k
 from flexamem_core.recall.timeline import Timeline, TimelineLevels
@@ -19,7 +19,7 @@ FAST = settings(deadline=None, suppress_health_check=list(HealthCheck))
 
 @pytest.fixture(scope="module")
 def written(tokenizer, hashing_embedder) -> FlexAMem:
-    mem = FlexAMem(FlexAMemConfig(agent_unit_tokens=120), tokenizer=tokenizer, embedder=hashing_embedder)
+    mem = FlexAMem(FlexAMemConfig(tuning=Tuning(agent_unit_tokens=120)), tokenizer=tokenizer, embedder=hashing_embedder)
     mem.ingest(synthetic_history(60), namespace="t")
     return mem
 
@@ -27,7 +27,7 @@ def written(tokenizer, hashing_embedder) -> FlexAMem:
 @FAST
 @given(data=st.data())
 def test_incremental_timeline_equals_the_rule_from_scratch(written, data):
-    index = written._space("t").index
+    index = written.state("t").index
     levels = TimelineLevels(index, written.writer, written.tokenizer, 4)
     for _ in range(5):  # one state, many calls: growing and shrinking histories, any target
         n = data.draw(st.integers(0, len(index.notes)))
@@ -98,7 +98,7 @@ class _LengtheningMerges:
 def test_incremental_timeline_equals_the_rule_when_merges_lengthen_lines(written, data):
     """The first fit is a binary search over the most tokens saved so far: with merges that
     save less than nothing it still finds the first groups whose merge fits, as the walk does."""
-    index = written._space("t").index
+    index = written.state("t").index
     writer = _LengtheningMerges(written.writer)
     levels = TimelineLevels(index, writer, written.tokenizer, 4)
     levels.build(index.notes, 0)  # every merge made: the case this test is for occurs

@@ -8,7 +8,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from flexamem_core import FlexAMem, FlexAMemConfig
+from flexamem_core import FlexAMem, FlexAMemConfig, Tuning
 from flexamem_core.index.bm25 import content_words
 from flexamem_core.index.namespace import MERGED_POINT_READS, NamespaceIndex
 from flexamem_core.stores import InMemoryStore
@@ -31,7 +31,7 @@ class CountingStore(InMemoryStore):
 
 
 def _memory(store, tokenizer, embedder, **settings) -> FlexAMem:
-    return FlexAMem(FlexAMemConfig(agent_unit_tokens=120, **settings), store=store, tokenizer=tokenizer,
+    return FlexAMem(FlexAMemConfig(**settings, tuning=Tuning(agent_unit_tokens=120)), store=store, tokenizer=tokenizer,
                     embedder=embedder)
 
 
@@ -57,7 +57,7 @@ def test_snapshot_restores_the_index_built_from_pieces(tokenizer, hashing_embedd
     history = synthetic_history(80)
     mem = _memory(store, tokenizer, hashing_embedder)
     mem.ingest(history[:300], namespace="t")
-    index = mem._space("t").index
+    index = mem.state("t").index
     assert store.get_index_snapshot("t") is not None  # saved while writing
     index.save()
     restored = NamespaceIndex(store, "t")
@@ -98,15 +98,15 @@ def test_reopen_renders_byte_identically_and_reads_only_the_units_it_shows(token
     reopened = _memory(store, tokenizer, hashing_embedder, budget=3000, cache_stable=False)
     final_reopened = reopened.render(history, namespace="t", budget=2500)
     assert [m.to_dict() for m in final_reopened.messages] == [m.to_dict() for m in final_live.messages]
-    reopened_items = reopened._space("t").index.timeline_items.values()
+    reopened_items = reopened.state("t").index.timeline_items.values()
     assert reopened_items and all(i.tokens == tokenizer.count(i.line) + 1 for i in reopened_items)
-    n_units = len(reopened._space("t").units)
+    n_units = len(reopened.state("t").units)
     assert n_units > 50
     assert store.units_read <= 12, "a reopen decodes only the units the render reads"
     # The same again with no snapshot at all: the index is rebuilt from the pieces.
     store.put_index_snapshot("t", b"")
     fresh = _memory(store, tokenizer, hashing_embedder, budget=3000, cache_stable=False)
-    fresh._space("t")
+    fresh.state("t")
     assert store.get_index_snapshot("t") not in (None, b"")  # rebuilt from the pieces, then saved
     assert [m.to_dict() for m in fresh.render(history, namespace="t", budget=2500).messages] == \
         [m.to_dict() for m in final_live.messages]
@@ -148,9 +148,9 @@ def test_a_reopened_timeline_builds_only_the_lines_it_shows(tokenizer, hashing_e
         live.ingest(history[:1500], namespace="t")  # the snapshot is saved before any merge
     for end in range(300, 1501, 300):
         live.render(history[:end], namespace="t")
-    live_index = live._space("t").index
+    live_index = live.state("t").index
     if counts == "snapshot":
-        live._save_index(live_index)
+        live._namespaces.save_index(live_index)
     if counts == "none":
         space = store._spaces["t"]
         space.merged = {k: dataclasses.replace(m, line_tokens=0, line_counter="") for k, m in space.merged.items()}
@@ -161,7 +161,7 @@ def test_a_reopened_timeline_builds_only_the_lines_it_shows(tokenizer, hashing_e
     first = reopened.render(history[:1500], namespace="t")
     assert [m.to_dict() for m in first.messages] == \
         [m.to_dict() for m in live.render(history[:1500], namespace="t").messages]
-    reopened_index = reopened._space("t").index
+    reopened_index = reopened.state("t").index
     built = {**reopened_index.timeline_items, **reopened_index.unaligned_items}
     if counts == "none":
         assert len(built) > merges
@@ -174,7 +174,7 @@ def test_a_reopened_timeline_builds_only_the_lines_it_shows(tokenizer, hashing_e
         assert [m.to_dict() for m in reopened.render(history[:end], namespace="t").messages] == \
             [m.to_dict() for m in live.render(history[:end], namespace="t").messages]
     # a snapshot saved now keeps the counts of the lines the reopen never built
-    reopened._save_index(reopened._space("t").index)
+    reopened._namespaces.save_index(reopened.state("t").index)
     lines = set(zip(*_saved_line_spans(store.get_index_snapshot("t"))))
     assert {(k[0], k[1]) for k in live_index.timeline_items} <= lines
 
@@ -209,15 +209,15 @@ def test_sqlite_reopen_uses_the_snapshot_and_forget_deletes_it(tmp_path, tokeniz
     with SQLiteStore(path) as store:
         mem = _memory(store, tokenizer, hashing_embedder)
         first = mem.render(history, namespace="t", budget=2000)
-        key = mem._space("t").units[3].key
+        key = mem.state("t").units[3].key
     with SQLiteStore(path) as store:
         again = _memory(store, tokenizer, hashing_embedder)
-        assert again._space("t").index.saved_covers > 0
+        assert again.state("t").index.saved_covers > 0
         assert again.render(history, namespace="t", budget=2000).messages == first.messages
         assert again.forget("t", key) == 1
         assert store.get_index_snapshot("t") is None
         after = _memory(store, tokenizer, hashing_embedder)
-        assert key not in after._space("t").index.position
+        assert key not in after.state("t").index.position
 
 
 def test_notes_without_a_message_count_still_match_the_chain(tokenizer, hashing_embedder):
@@ -248,7 +248,7 @@ def test_a_reopened_chain_notices_an_edit_and_forks(tokenizer, hashing_embedder)
               *history[k + 1:]]
     reopened = _memory(store, tokenizer, hashing_embedder)
     assert reopened.ingest(edited, namespace="t") > 0  # the edited unit onward is a new branch
-    chain = reopened._space("t").units
+    chain = reopened.state("t").units
     assert any("EDITED" in m.content for u in chain for m in u.messages if isinstance(m.content, str))
 
 
@@ -274,10 +274,10 @@ def test_instances_sharing_a_store_see_each_others_writes_and_forget(tmp_path, t
     a.ingest(history[:60], namespace="t")
     a.render_question("what failed?", namespace="t")
     b.ingest(history, namespace="t")  # b writes units a has not seen
-    seen = {n.unit_key for n in a._space("t").index.notes}
+    seen = {n.unit_key for n in a.state("t").index.notes}
     assert {n.unit_key for n in store.notes("t")} <= seen
     assert b.forget("t") > 0
     assert a.render_question("what failed?", namespace="t").messages[-1].content == "what failed?"
-    assert a._space("t").index.notes == []
+    assert a.state("t").index.notes == []
     assert a.ingest(history[:60], namespace="t") > 0  # written again, no KeyError
     assert a.render(history[:80], namespace="t").tokens <= 1500

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 
-from flexamem_core import FlexAMem, FlexAMemConfig
+from flexamem_core import FlexAMem, FlexAMemConfig, Tuning
 from flexamem_core.index.embeddings import SentenceTransformerEmbedder
 from flexamem_core.index.warm import CATCH_UP_BAR_UNITS
 from flexamem_tools.demo_data import agent_history
@@ -59,7 +59,7 @@ def test_every_call_of_a_cache_stable_thread_over_the_budget_logs_its_step(caplo
 
 def test_a_long_catch_up_is_announced_and_its_bar_stays_off_without_a_terminal(caplog, capsys, tokenizer,
                                                                                hashing_embedder):
-    mem = FlexAMem(FlexAMemConfig(budget=3000, agent_unit_tokens=50), tokenizer=tokenizer,
+    mem = FlexAMem(FlexAMemConfig(budget=3000, tuning=Tuning(agent_unit_tokens=50)), tokenizer=tokenizer,
                    embedder=hashing_embedder)
     caplog.set_level(logging.INFO, logger="flexamem")
     mem.render(agent_history(), namespace="resumed")

@@ -49,14 +49,14 @@ def test_a_render_makes_the_note_product_once_and_a_new_note_gets_a_fresh_one(ha
     mem = FlexAMem(FlexAMemConfig(budget=3000, cache_stable=False), tokenizer=tokenizer, embedder=hashing_embedder)
     history = synthetic_history(40)
     mem.render(history[:200], namespace="t")
-    index = mem._space("t").index
+    index = mem.state("t").index
     q = hashing_embedder.embed(["grep config src/pkg_3/mod_3.py"])[0]
     cos = index.note_cosines(q)
     assert index.note_cosines(q) is cos and not cos.flags.writeable
     np.testing.assert_allclose(cos, index.vectors @ q, rtol=1e-5, atol=1e-6)
     # the seeds read that product: their scores are its values for the old notes
     notes = index.notes[:-1]
-    cands = candidates(q, notes, index, mem.config.model_copy(update={"fused_seeds": False}), "config")
+    cands = candidates(q, notes, index, mem.config.tuned(fused_seeds=False), "config")
     seeds = [c for c in cands if c.why == "seed"]
     assert seeds and all(c.score == float(cos[c.pos]) for c in seeds)
     assert index.note_cosines(q) is cos

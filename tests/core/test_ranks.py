@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
+from flexamem_core import Tuning
 from flexamem_core.index.fusion import ranks
 
 SPECIAL = [0.0, -0.0, 1.0, -1.0, 0.5, np.inf, -np.inf, 3.4e38, -3.4e38, 1e-45, -1e-45]
@@ -47,16 +48,16 @@ def indexes(hashing_embedder, tokenizer):
     from flexamem_core import FlexAMem, FlexAMemConfig
     from flexamem_tools.bench import synthetic_history
 
-    agent = FlexAMem(FlexAMemConfig(agent_unit_tokens=300), tokenizer=tokenizer,
+    agent = FlexAMem(FlexAMemConfig(tuning=Tuning(agent_unit_tokens=300)), tokenizer=tokenizer,
                      embedder=hashing_embedder)
     agent.ingest(synthetic_history(60), final=True)
-    reader = FlexAMem(FlexAMemConfig(history="reader", reader_unit_tokens=300, piece_vectors=True),
+    reader = FlexAMem(FlexAMemConfig(history="reader", piece_vectors=True, tuning=Tuning(reader_unit_tokens=300)),
                       tokenizer=tokenizer, embedder=hashing_embedder)
     turns = [{"role": "user" if i % 2 == 0 else "assistant",
               "content": f"turn {i}: the {['garden', 'kettle', 'invoice'][i % 3]} again, line {i % 4}"}
              for i in range(300)]
     reader.ingest(turns, final=True)
-    return [agent._space("default").index, reader._space("default").index]
+    return [agent.state("default").index, reader.state("default").index]
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -94,7 +95,7 @@ def test_each_units_best_piece_is_the_best_of_the_dense_fusion(indexes, hashing_
     """Seeds rank units by their best fused piece. Where pieces are ranked by their notes
     (agents), only each unit's first piece and its lexical matches are scored: the result is
     the maximum of the dense fusion of every piece, unit by unit, to the bit."""
-    from flexamem_core import FlexAMemConfig
+    from flexamem_core import FlexAMemConfig, Tuning
     from flexamem_core.index.bm25 import terms
     from flexamem_core.index.fusion import fuse
     from flexamem_core.recall.candidates import _best_piece_scores
@@ -105,10 +106,10 @@ def test_each_units_best_piece_is_the_best_of_the_dense_fusion(indexes, hashing_
     words = sorted({w for p in range(3) for w in terms(f"garden kettle invoice value config parser error {seed}")})
     query = " ".join(rng.permutation(words)[: int(rng.integers(1, len(words) + 1))])
     q = hashing_embedder.embed([query])[0]
-    cfg = FlexAMemConfig(fusion_weight=weight)
+    cfg = FlexAMemConfig(tuning=Tuning(fusion_weight=weight))
     got = _best_piece_scores(notes, np.arange(len(notes)), index, query, q, cfg)
     docs = np.arange(index.unit_docs[notes[-1].unit_key].stop)
-    bm25 = index.bm25.scores(index.bm25.query_terms(query, cfg.query_terms))[docs]
+    bm25 = index.bm25.scores(index.bm25.query_terms(query, cfg.tuning.query_terms))[docs]
     dense = fuse(bm25, index.piece_cosines(docs, q), cfg)
     owner = index.doc_note_array()[docs]
     expected = np.array([dense[owner == u].max() if (owner == u).any() else -np.inf for u in range(len(notes))])
@@ -131,10 +132,10 @@ def test_the_note_ranking_orders_as_the_dense_fusion(indexes, hashing_embedder, 
     words = sorted(set(terms(f"garden kettle invoice value config parser error src py {seed}")))
     query = " ".join(rng.permutation(words)[: int(rng.integers(1, len(words) + 1))])
     q = hashing_embedder.embed([query])[0] * (1 if rng.random() < 0.7 else -1)
-    cfg = FlexAMemConfig(fusion_weight=weight)
+    cfg = FlexAMemConfig(tuning=Tuning(fusion_weight=weight))
     notes = index.notes[: min(n_old, len(index.notes))]
     docs = np.arange(index.unit_docs[notes[-1].unit_key].stop)
-    bm25 = index.bm25.scores(index.bm25.query_terms(query, cfg.query_terms))
+    bm25 = index.bm25.scores(index.bm25.query_terms(query, cfg.tuning.query_terms))
     sparse = fused_ranking(docs, bm25, q, index, cfg)
     if 8 * len(docs) <= len(index.doc_unit) or weight == 0:
         assert isinstance(sparse, DenseRanking)
@@ -170,14 +171,14 @@ def test_the_first_documents_rank_by_notes_after_a_reopen_and_more_writes(tokeni
 
     history = synthetic_history(80)
     store = InMemoryStore()
-    first = FlexAMem(FlexAMemConfig(agent_unit_tokens=300), store=store, tokenizer=tokenizer,
+    first = FlexAMem(FlexAMemConfig(tuning=Tuning(agent_unit_tokens=300)), store=store, tokenizer=tokenizer,
                      embedder=hashing_embedder)
     first.ingest(history[:300], namespace="r")
-    first._space("r").index.save()
+    first.state("r").index.save()
     q = hashing_embedder.embed(["parser config value"])[0]
-    for mem in (first, FlexAMem(FlexAMemConfig(agent_unit_tokens=300), store=store, tokenizer=tokenizer,
+    for mem in (first, FlexAMem(FlexAMemConfig(tuning=Tuning(agent_unit_tokens=300)), store=store, tokenizer=tokenizer,
                                 embedder=hashing_embedder)):
-        index = mem._space("r").index
+        index = mem.state("r").index
         assert mem is first or index.saved_covers > 0  # read back from the snapshot, then grown
         for grown in (0, 1):
             if grown:

@@ -5,10 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from flexamem_core import FlexAMem, FlexAMemConfig, Message
+from flexamem_core import FlexAMem, FlexAMemConfig, Message, Tuning
 from flexamem_core.index.embeddings import normalize
 from flexamem_core.request.layout import split_layout
 from flexamem_core.write.units import pack_units
+from tests.conftest import flat_config
 
 TOKEN = "tok-QZ81-VELLUM-4412"
 MODULES = ["billing", "auth", "search", "export", "cache", "mailer", "reports", "upload", "queue", "metrics",
@@ -41,8 +42,8 @@ def agent_history(n_lines: int = 14) -> list[dict]:
 
 def make(embedder, tokenizer, **settings) -> FlexAMem:
     """The paper's rule at the given budget: rendered afresh on every call."""
-    cfg = FlexAMemConfig(**{"budget": 3000, "agent_unit_tokens": 200, "cache_stable": False, "mode": "unit",
-                            **settings})
+    cfg = flat_config(**{"budget": 3000, "agent_unit_tokens": 200, "cache_stable": False, "mode": "unit",
+                         **settings})
     return FlexAMem(cfg, tokenizer=tokenizer, embedder=embedder)
 
 
@@ -107,14 +108,14 @@ def test_the_report_says_why_each_unit_was_reached(fused, embedder, tokenizer):
     cfg = mem.config
     history = [Message.from_dict(m) for m in agent_history()]
     layout = split_layout(history, "agent")
-    newest = pack_units(layout.body, "agent", tokenizer, cfg.agent_unit_tokens)[-1].raw
+    newest = pack_units(layout.body, "agent", tokenizer, cfg.tuning.agent_unit_tokens)[-1].raw
     q = normalize(embedder.embed([layout.task[0].text, newest]).sum(axis=0))
     rows = r.report["units"]
     notes = mem.store.notes("default")[: r.report["old_units"]]  # the newest units are in the window
     c = np.array([float(n.embedding @ q) for n in notes])
     if fused:
-        index = mem._space("default").index
-        k, w = cfg.fusion_k, cfg.fusion_weight
+        index = mem.state("default").index
+        k, w = cfg.tuning.fusion_k, cfg.tuning.fusion_weight
         old = np.arange(index.unit_docs[notes[-1].unit_key].stop)
         bm25 = index.bm25.scores(content_words(layout.task[0].text + "\n" + newest))[old]
         cos = np.array([float(v @ q) for v in index.piece_vectors[old]])
@@ -124,7 +125,7 @@ def test_the_report_says_why_each_unit_was_reached(fused, embedder, tokenizer):
         owner = index.doc_note_array()[old]
         best = np.array([piece[owner == j].max() for j in range(len(notes))])
         c = (1 - w) / (k + _rank(c)) + w / (k + _rank(best))
-    seeds = list(np.lexsort((np.arange(len(notes)), -c))[: cfg.seeds])
+    seeds = list(np.lexsort((np.arange(len(notes)), -c))[: cfg.tuning.seeds])
     pos = {n.unit_key: i for i, n in enumerate(notes)}
     reach: dict[int, list[tuple[float, str]]] = {}
     for s in seeds:
@@ -132,10 +133,10 @@ def test_the_report_says_why_each_unit_was_reached(fused, embedder, tokenizer):
         linked = {pos[k] for k in notes[s].links if k in pos} | \
             {i for i, n in enumerate(notes) if notes[s].unit_key in n.links}
         for j in linked - {s}:
-            reach.setdefault(j, []).append((cfg.link_discount * c[s], "link"))
+            reach.setdefault(j, []).append((cfg.tuning.link_discount * c[s], "link"))
         for j in (s - 1, s + 1):
             if 0 <= j < len(notes):
-                reach.setdefault(j, []).append((cfg.link_discount * c[s], "time neighbour"))
+                reach.setdefault(j, []).append((cfg.tuning.link_discount * c[s], "time neighbour"))
     assert {row["position"] for row in rows if "why" in row} == set(reach)
     for row in rows:
         if "why" not in row:
@@ -144,7 +145,7 @@ def test_the_report_says_why_each_unit_was_reached(fused, embedder, tokenizer):
         assert row["score"] == pytest.approx(best_score, abs=1e-3 if not fused else 1e-5)
         assert row["why"] in {why for score, why in reach[row["position"]] if abs(score - best_score) < 1e-6}
     assert r.report["allowance"] > 0 and r.report["memory_tokens"] <= r.report["allowance"]
-    assert all(len(n.links) == min(i, cfg.links_per_note) for i, n in enumerate(notes))
+    assert all(len(n.links) == min(i, cfg.tuning.links_per_note) for i, n in enumerate(notes))
 
 
 RES_ORDER = {"raw": 3, "excerpt": 2, "record": 1, "merged": 1, "hidden": 0}
@@ -178,7 +179,7 @@ def test_the_most_relevant_unit_gets_raw_when_it_fits(rendered):
 
 
 def test_recovery_off_shows_the_timeline_only(embedder, tokenizer):
-    r = make(embedder, tokenizer, recovery=False).render(agent_history())
+    r = make(embedder, tokenizer, mode="timeline-only").render(agent_history())
     spent = r.report["spent"]
     assert spent["raw"] == spent["excerpt"] == spent["pieces"] == 0 and spent["timeline"] > 0
     assert {row["resolution"] for row in r.report["units"]} <= {"record", "merged", "hidden"}
@@ -189,7 +190,7 @@ def test_recovery_off_shows_the_timeline_only(embedder, tokenizer):
 @pytest.mark.parametrize("budget", [1600, 2000])
 def test_excerpts_off_never_yields_an_excerpt(budget, embedder, tokenizer):
     on = make(embedder, tokenizer, budget=budget).render(agent_history())
-    off = make(embedder, tokenizer, budget=budget, excerpts=False).render(agent_history())
+    off = make(embedder, tokenizer, budget=budget, mode="unit-no-excerpts").render(agent_history())
     assert "excerpt" in {row["resolution"] for row in on.report["units"]}, "the scenario needs excerpts"
     assert "excerpt" not in {row["resolution"] for row in off.report["units"]}
     assert off.report["spent"]["excerpt"] == 0 and "(excerpt)" not in off.memory_text
@@ -197,11 +198,11 @@ def test_excerpts_off_never_yields_an_excerpt(budget, embedder, tokenizer):
 
 def test_random_candidates_are_deterministic_per_query(embedder, tokenizer):
     history = agent_history()
-    a = make(embedder, tokenizer, random_candidates=True).render(history)
-    b = make(embedder, tokenizer, random_candidates=True).render(history)
+    a = make(embedder, tokenizer, mode="random-candidates").render(history)
+    b = make(embedder, tokenizer, mode="random-candidates").render(history)
     assert a.memory_text == b.memory_text and a.report == b.report
     assert {row.get("why") for row in a.report["units"]} == {"random"}
-    c = make(embedder, tokenizer, random_candidates=True).render(history, query="something else entirely")
+    c = make(embedder, tokenizer, mode="random-candidates").render(history, query="something else entirely")
     order = [row["position"] for row in a.report["units"] if row["resolution"] == "raw"]
     other = [row["position"] for row in c.report["units"] if row["resolution"] == "raw"]
     assert order != other or a.memory_text != c.memory_text
@@ -303,7 +304,7 @@ def test_raw_units_are_counted_exactly_from_their_stored_counts(written_by, mode
     small = TiktokenTokenizer(cache_size=40)
     writer = make(embedder, small if written_by == "same" else _OffByOne(small), budget=200_000)
     writer.ingest(agent_history())
-    mem = FlexAMem(FlexAMemConfig(budget=3000, agent_unit_tokens=200, cache_stable=False, mode=mode),
+    mem = FlexAMem(FlexAMemConfig(budget=3000, cache_stable=False, mode=mode, tuning=Tuning(agent_unit_tokens=200)),
                    store=writer.store, tokenizer=small, embedder=embedder)
     r = mem.render(agent_history())
     counted_by = {n.counted_by for n in mem.store.notes("default")}

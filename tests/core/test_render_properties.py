@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from flexamem_core import BudgetError, FlexAMem, FlexAMemConfig, Message
+from flexamem_core import BudgetError, FlexAMem, FlexAMemConfig, Message, Tuning
 from flexamem_core.request.counting import count_messages
 from flexamem_core.request.properties import Context, problems
 
@@ -89,7 +89,7 @@ def test_render_is_deterministic_and_leaves_store_verbatim(history, budget, toke
 @FEW
 @given(history=agent_history(min_steps=3), cut=st.integers(1, 40))
 def test_ingestion_is_idempotent_and_prefix_stable(history, cut, tokenizer, hashing_embedder):
-    cfg = FlexAMemConfig(budget=4000, agent_unit_tokens=300)
+    cfg = FlexAMemConfig(budget=4000, tuning=Tuning(agent_unit_tokens=300))
     incremental = FlexAMem(cfg, tokenizer=tokenizer, embedder=hashing_embedder)
     prefix = history[: max(2, len(history) * cut // 40)]
     incremental.ingest(prefix)

@@ -9,7 +9,7 @@ import io
 import numpy as np
 import pytest
 
-from flexamem_core import FlexAMem, FlexAMemConfig
+from flexamem_core import FlexAMem, FlexAMemConfig, Tuning
 from flexamem_core.index import snapshot
 from flexamem_core.index.namespace import _Rows
 from flexamem_core.recall.timeline import merged_line
@@ -96,10 +96,10 @@ def test_a_store_filled_by_ingest_alone_reopens_with_every_line_counted(tokenize
     record stores its line's count: a reopened timeline tokenizes neither again."""
     store = InMemoryStore()
     history = synthetic_history(300)
-    cfg = FlexAMemConfig(agent_unit_tokens=120, budget=2500, cache_stable=False)
+    cfg = FlexAMemConfig(budget=2500, cache_stable=False, tuning=Tuning(agent_unit_tokens=120))
     FlexAMem(cfg, store=store, tokenizer=tokenizer, embedder=hashing_embedder).ingest(history, namespace="t")
     reopened = FlexAMem(cfg, store=store, tokenizer=tokenizer, embedder=hashing_embedder)
-    index = reopened._space("t").index
+    index = reopened.state("t").index
     assert index.saved_covers > 200
     saved = [index.saved_line_tokens(p, p + 1, "", tokenizer.name) for p in range(index.saved_covers)]
     lines = [i.line for i in sorted((v for k, v in index.timeline_items.items() if len(k) == 3),
@@ -136,10 +136,10 @@ def test_pieces_without_their_own_vector_hold_no_rows_and_score_by_their_note(to
     holds no rows for them; a mixed index places each own vector at its own piece."""
     store = InMemoryStore()
     history = synthetic_history(120)
-    cfg = FlexAMemConfig(agent_unit_tokens=120)
+    cfg = FlexAMemConfig(tuning=Tuning(agent_unit_tokens=120))
     mem = FlexAMem(cfg, store=store, tokenizer=tokenizer, embedder=hashing_embedder)
     mem.ingest(history[:500], namespace="t")
-    index = mem._space("t").index
+    index = mem.state("t").index
     assert index.own_piece_vectors == 0 and len(index._piece_vectors) == 0
     q = hashing_embedder.embed(["pytest failure in the parser"])[0]
     np.testing.assert_allclose(index.piece_cosines(None, q), index.piece_vectors @ q, rtol=1e-5, atol=1e-6)
@@ -149,10 +149,10 @@ def test_pieces_without_their_own_vector_hold_no_rows_and_score_by_their_note(to
     saved = snapshot.decode(store.get_index_snapshot("t"), [n.unit_key for n in index.notes])
     assert saved is not None and saved["piece_vectors"].shape[0] == 0 and len(saved["own_docs"]) == 0
     # Units written with their own piece vectors on top: rows for those pieces only.
-    with_vectors = FlexAMem(FlexAMemConfig(agent_unit_tokens=120, piece_vectors=True), store=store,
+    with_vectors = FlexAMem(FlexAMemConfig(piece_vectors=True, tuning=Tuning(agent_unit_tokens=120)), store=store,
                             tokenizer=tokenizer, embedder=hashing_embedder)
     with_vectors.ingest(history, namespace="t")
-    mixed = with_vectors._space("t").index
+    mixed = with_vectors.state("t").index
     n_old = index.saved_covers
     own_pieces = [p for n in mixed.notes[n_old:] for p in store.pieces("t", n.unit_key)]
     assert mixed.own_piece_vectors == len(own_pieces) == len(mixed._piece_vectors) > 0
@@ -162,7 +162,7 @@ def test_pieces_without_their_own_vector_hold_no_rows_and_score_by_their_note(to
     picks = np.r_[some[some < first_new][:5], np.arange(first_new, len(mixed.doc_unit), 3)]
     np.testing.assert_allclose(mixed.piece_cosines(picks, q), mixed.piece_vectors[picks] @ q, rtol=1e-5, atol=1e-6)
     mixed.save(tokenizer.name)
-    reopened = FlexAMem(cfg, store=store, tokenizer=tokenizer, embedder=hashing_embedder)._space("t").index
+    reopened = FlexAMem(cfg, store=store, tokenizer=tokenizer, embedder=hashing_embedder).state("t").index
     assert reopened.saved_covers == len(mixed.notes)
     np.testing.assert_array_equal(reopened.piece_vectors, mixed.piece_vectors)
     np.testing.assert_array_equal(reopened.piece_cosines(None, q), mixed.piece_cosines(None, q))
@@ -174,7 +174,7 @@ def test_a_piece_vector_of_another_dimension_is_refused_clearly(tokenizer, hashi
     from flexamem_core.index.namespace import NamespaceIndex
 
     store = InMemoryStore()
-    FlexAMem(FlexAMemConfig(agent_unit_tokens=120), store=store, tokenizer=tokenizer,
+    FlexAMem(FlexAMemConfig(tuning=Tuning(agent_unit_tokens=120)), store=store, tokenizer=tokenizer,
              embedder=hashing_embedder).ingest(synthetic_history(10), namespace="t")
     index = NamespaceIndex(InMemoryStore(), "t")
     note = store.notes("t")[0]

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from flexamem_core import BudgetError, FlexAMem, FlexAMemConfig, InMemoryStore, Message
+from flexamem_core import BudgetError, FlexAMem, FlexAMemConfig, InMemoryStore, Message, Tuning
 from flexamem_core.cache.prefix import common_prefix_tokens
 from flexamem_core.recall.assembly import MEMORY_CLOSE
 from flexamem_core.request.counting import count_messages
@@ -141,7 +141,7 @@ def test_an_extension_moves_every_unit_it_can_into_the_memory(tokenizer, hashing
     than when it keeps the longest window within ``stable_target``."""
     got = {}
     for extend in ("evict_all", "to_target"):
-        cfg = FlexAMemConfig(budget=8000, stable_extend=extend)
+        cfg = FlexAMemConfig(budget=8000, tuning=Tuning(stable_extend=extend))
         calls = [r for r in run(FlexAMem(cfg, tokenizer=tokenizer, embedder=hashing_embedder), long_run)
                  if not r.passthrough]
         steps = [r.report["cache"]["step"] for r in calls]
@@ -240,7 +240,7 @@ def test_the_first_render_keeps_the_oldest_units_where_they_were_sent(tokenizer,
     next render drops it."""
     reused = {}
     for head in (True, False):
-        cfg = FlexAMemConfig(budget=6000, stable_head=head)
+        cfg = FlexAMemConfig(budget=6000, tuning=Tuning(stable_head=head))
         results = run(FlexAMem(cfg, tokenizer=tokenizer, embedder=hashing_embedder), long_run)
         first = next(i for i, r in enumerate(results) if not r.passthrough)
         r, before = results[first], results[first - 1]

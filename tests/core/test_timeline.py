@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from flexamem_core import FlexAMem, FlexAMemConfig, LLMRecordWriter, RuleRecordWriter
+from flexamem_core import FlexAMem, FlexAMemConfig, LLMRecordWriter, RuleRecordWriter, Tuning
 from flexamem_core.index.namespace import NamespaceIndex
 from flexamem_core.recall.report import all_unit_rows
 from flexamem_core.recall.timeline import Timeline
@@ -48,7 +48,7 @@ class CountingChat:
 @pytest.fixture(scope="module")
 def written(tokenizer, hashing_embedder):
     """A store with 32 written units (one step each) and its namespace index."""
-    mem = FlexAMem(FlexAMemConfig(agent_unit_tokens=50), tokenizer=tokenizer, embedder=hashing_embedder)
+    mem = FlexAMem(FlexAMemConfig(tuning=Tuning(agent_unit_tokens=50)), tokenizer=tokenizer, embedder=hashing_embedder)
     mem.ingest(history(33))
     index = NamespaceIndex(mem.store, "default")
     assert len(index.notes) == 32
@@ -118,7 +118,7 @@ def test_hiding_removes_the_oldest_items_for_one_call(written, tokenizer):
 
 def test_merged_records_are_memoised_and_reused(tokenizer, hashing_embedder):
     chat = CountingChat()
-    mem = FlexAMem(FlexAMemConfig(budget=2500, agent_unit_tokens=50, mode="unit"), tokenizer=tokenizer,
+    mem = FlexAMem(FlexAMemConfig(budget=2500, mode="unit", tuning=Tuning(agent_unit_tokens=50)), tokenizer=tokenizer,
                    embedder=hashing_embedder, writer=LLMRecordWriter(chat))
     hist = history(40)
     first = mem.render(hist)
@@ -140,9 +140,9 @@ def merged_lines(text: str) -> list[str]:
     return [ln for ln in text.splitlines() if "(merged)" in ln]
 
 
-@pytest.mark.parametrize("recovery", [False, True])
-def test_timeline_is_append_only_as_the_history_grows(recovery, tokenizer, hashing_embedder):
-    mem = FlexAMem(FlexAMemConfig(budget=4000, agent_unit_tokens=50, recovery=recovery), tokenizer=tokenizer,
+@pytest.mark.parametrize("mode", ["timeline-only", "unit"])
+def test_timeline_is_append_only_as_the_history_grows(mode, tokenizer, hashing_embedder):
+    mem = FlexAMem(FlexAMemConfig(budget=4000, mode=mode, tuning=Tuning(agent_unit_tokens=50)), tokenizer=tokenizer,
                    embedder=hashing_embedder)
     prev = None
     kept = 0
@@ -157,7 +157,7 @@ def test_timeline_is_append_only_as_the_history_grows(recovery, tokenizer, hashi
                 first = next(i for i, ln in enumerate(head) if "(merged)" in ln)
                 last = max(i for i, ln in enumerate(head) if "(merged)" in ln)
                 # Recovered detail may follow a merged record; the timeline itself is a prefix.
-                upto = last if not recovery else first
+                upto = last if mode == "timeline-only" else first
                 assert new[: upto + 1] == head[: upto + 1]
         prev = text
     assert kept >= 5, "most calls keep the timeline's prefix"
@@ -170,11 +170,11 @@ def test_report_rows_cost_what_the_call_did_and_are_fresh_in_every_report(tokeni
     report."""
     from flexamem_tools.bench import synthetic_history
 
-    mem = FlexAMem(FlexAMemConfig(agent_unit_tokens=120, budget=2500, cache_stable=False),
+    mem = FlexAMem(FlexAMemConfig(budget=2500, cache_stable=False, tuning=Tuning(agent_unit_tokens=120)),
                    tokenizer=tokenizer, embedder=hashing_embedder)
     history = synthetic_history(150)
     first = mem.render(history[:900])
-    index = mem._space("default").index
+    index = mem.state("default").index
     rep = first.report
     old = rep["old_units"]
     assert old > 50
@@ -211,7 +211,7 @@ def test_an_unaligned_merge_covers_its_items_not_the_units_under_them(url, token
     from flexamem_core.stores.url import open_store
 
     store = open_store("memory://" if url == "memory://" else f"sqlite:///{tmp_path / 'm.db'}")
-    mem = FlexAMem(FlexAMemConfig(agent_unit_tokens=50), store=store, tokenizer=tokenizer,
+    mem = FlexAMem(FlexAMemConfig(tuning=Tuning(agent_unit_tokens=50)), store=store, tokenizer=tokenizer,
                    embedder=hashing_embedder)
     mem.ingest(history(301))
     chat = CountingChat()

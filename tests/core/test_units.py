@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from flexamem_core import FlexAMem, FlexAMemConfig, Message
+from flexamem_core import FlexAMem, FlexAMemConfig, Message, Tuning
 from flexamem_core.request.layout import split_layout
 from flexamem_core.write.units import pack_units, split_steps, to_unit, unit_key
 
@@ -151,7 +151,7 @@ def test_unit_key_changes_when_a_message_is_edited_under_the_same_id(tokenizer):
 
 
 def test_an_edit_forks_a_new_chain_and_keeps_the_old_units(tokenizer, hashing_embedder):
-    mem = FlexAMem(FlexAMemConfig(budget=100_000, agent_unit_tokens=40), tokenizer=tokenizer,
+    mem = FlexAMem(FlexAMemConfig(budget=100_000, tuning=Tuning(agent_unit_tokens=40)), tokenizer=tokenizer,
                    embedder=hashing_embedder)
     history = [{"role": "user", "content": "task", "id": "task"}]
     for i in range(6):

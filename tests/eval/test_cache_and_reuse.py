@@ -248,7 +248,7 @@ def test_cli_set_passes_checked_settings_to_our_methods(tmp_path, capsys):
     assert main([*args, "--out", str(tmp_path / "off"), "--embedding-cache", str(tmp_path / "e2"),
                  "--set", "piece_vectors=false", "--set", "fusion=bm25"]) == 0
     on, off = (json.loads((tmp_path / d / "run.json").read_text()) for d in ("on", "off"))
-    assert on["settings"] == {} and off["settings"] == {"piece_vectors": False, "fusion": "bm25"}
+    assert on["settings"] == {} and off["settings"] == {"piece_vectors": False, "tuning": {"fusion": "bm25"}}
     # a reader history embeds its pieces by default; with the setting off only notes and queries
     assert off["embeddings_computed"] < on["embeddings_computed"]
     capsys.readouterr()

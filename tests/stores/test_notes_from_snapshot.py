@@ -9,12 +9,12 @@ import io
 
 import numpy as np
 
-from flexamem_core import FlexAMem, FlexAMemConfig
+from flexamem_core import FlexAMem, FlexAMemConfig, Tuning
 from flexamem_core.index import snapshot
 from flexamem_core.stores.sqlite import SQLiteStore
 from flexamem_tools.bench import synthetic_history
 
-CFG = FlexAMemConfig(agent_unit_tokens=120, budget=2500, cache_stable=False)
+CFG = FlexAMemConfig(budget=2500, cache_stable=False, tuning=Tuning(agent_unit_tokens=120))
 
 
 class Reads(SQLiteStore):
@@ -60,7 +60,7 @@ def _written(tmp_path, tokenizer, embedder, units: int = 150):
 def _reopen(path, tokenizer, embedder):
     store = Reads(path)
     mem = FlexAMem(CFG, store=store, tokenizer=tokenizer, embedder=embedder)
-    index = mem._space("t").index
+    index = mem.state("t").index
     return store, mem, index
 
 

@@ -12,7 +12,7 @@ import json
 import pytest
 from conftest import _make_backend
 
-from flexamem_core import FlexAMem, FlexAMemConfig, Message, ToolCall
+from flexamem_core import FlexAMem, FlexAMemConfig, Message, ToolCall, Tuning
 
 CANARY = "quokkacanary5521"
 BUDGET = 1400
@@ -45,7 +45,7 @@ def agent_history(tag: str, steps: int = 12, canary_step: int | None = None) -> 
 
 
 def flexamem(store, tokenizer, embedder, mode: str = "unit") -> FlexAMem:
-    return FlexAMem(FlexAMemConfig(budget=BUDGET, mode=mode, agent_unit_tokens=300), store=store,
+    return FlexAMem(FlexAMemConfig(budget=BUDGET, mode=mode, tuning=Tuning(agent_unit_tokens=300)), store=store,
                     tokenizer=tokenizer, embedder=embedder)
 
 
