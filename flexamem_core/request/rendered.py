@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..model.messages import Message
+from .wire import chat_message
 
 
 @dataclass
@@ -17,3 +18,8 @@ class Rendered:
     tokens: int
     report: dict[str, Any] = field(default_factory=dict)
     passthrough: bool = False
+
+    def chat_messages(self) -> list[dict[str, Any]]:
+        """``messages`` as chat-completions dicts, ready for a provider client
+        (``client.chat.completions.create(messages=r.chat_messages())``)."""
+        return [chat_message(m) for m in self.messages]

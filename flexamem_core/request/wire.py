@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
-from ..model.messages import ToolCall, clean_text
+from ..model.messages import Message, ToolCall, clean_text
 
 
 def wire_json(value: Any) -> str:
@@ -33,3 +33,18 @@ def tool_calls_json(calls: Sequence[ToolCall]) -> str:
     """The ``tool_calls`` list of an assistant message as the request carries it (memoised:
     messages are counted many times per render)."""
     return wire_json([tool_call_wire(c) for c in calls])
+
+
+def chat_message(message: Message) -> dict[str, Any]:
+    """One message in the chat-completions form a provider client sends (OpenAI's and the many
+    APIs that share it): role, content, tool calls with JSON-string arguments, the result's
+    ``tool_call_id``, the ``name``; nothing the provider does not read (no ids, no metadata)."""
+    out: dict[str, Any] = {"role": message.role,
+                           "content": message.content if isinstance(message.content, str) else list(message.content)}
+    if message.tool_calls:
+        out["tool_calls"] = [tool_call_wire(c) for c in message.tool_calls]
+    if message.tool_call_id:
+        out["tool_call_id"] = message.tool_call_id
+    if message.name:
+        out["name"] = message.name
+    return out

@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +25,7 @@ from flexamem_core.host import extra_tokens_of
 from flexamem_core.stores import check_namespace
 
 from .convert import CODEC, system_tokens
-from .defaults import BudgetSpec, check_budget, resolve_budget
+from .defaults import BudgetSpec, check_budget, resolve_budget, sized_memory
 from .namespaces import resolve_namespace
 from .render import LangChainRender, RenderCallback, arender_langchain, mem_for, render_langchain
 
@@ -56,6 +57,8 @@ class FlexAMemRenderer:
                  output_key: str = "llm_input_messages", on_render: RenderCallback | None = None,
                  model: Any = None, token_counter: Any = None) -> None:
         self.mem = mem_for(mem, token_counter)
+        self._owns_mem = mem is None
+        self._mem_lock = threading.Lock()
         self.budget = check_budget(budget)
         self.model = model
         self.namespace = check_namespace(namespace)
@@ -71,8 +74,14 @@ class FlexAMemRenderer:
             self._extra = system_tokens(self.mem, self.system_prompt) + extra_tokens_of(self.mem, CODEC, self.tools)
         return self._extra
 
-    def _budget(self) -> int | None:
-        return resolve_budget(self.budget, self.model, self.mem)
+    def _call(self) -> tuple[FlexAMem, int | None]:
+        """The memory that renders this call and its budget (a memory the renderer made is sized
+        for the budget by the shared rule)."""
+        budget = resolve_budget(self.budget, self.model, self.mem, owned=self._owns_mem)
+        if self._owns_mem and budget is not None:
+            with self._mem_lock:
+                self.mem = sized_memory(self.mem, budget)
+        return self.mem, budget
 
     def _done(self, outcome: LangChainRender) -> list[BaseMessage]:
         if self.on_render is not None:
@@ -89,7 +98,8 @@ class FlexAMemRenderer:
         if not messages:
             return []
         ns = namespace if namespace is not None else resolve_namespace(self.namespace, config=config)
-        return self._done(render_langchain(self.mem, messages, namespace=ns, budget=self._budget(),
+        mem, budget = self._call()
+        return self._done(render_langchain(mem, messages, namespace=ns, budget=budget,
                                            extra_tokens=self._extra_tokens()))
 
     async def arender(self, messages: Sequence[BaseMessage], config: RunnableConfig | None = None, *,
@@ -98,7 +108,8 @@ class FlexAMemRenderer:
         if not messages:
             return []
         ns = namespace if namespace is not None else resolve_namespace(self.namespace, config=config)
-        return self._done(await arender_langchain(self.mem, messages, namespace=ns, budget=self._budget(),
+        mem, budget = self._call()
+        return self._done(await arender_langchain(mem, messages, namespace=ns, budget=budget,
                                                   extra_tokens=self._extra_tokens()))
 
     def _node(self, state: Any, config: RunnableConfig) -> dict[str, Any]:

@@ -29,7 +29,8 @@ class AgentMemory(NamedTuple):
 
 def agent_memory(llm: LLM, *, namespace: str = "default", budget: int | None = None,
                  kind: Kind = "agent", **settings: Any) -> AgentMemory:
-    """A ``FlexAMemory`` and ``llm`` wrapped in ``FlexAMemLLM`` on it; the budget defaults to
-    75% of ``llm.metadata.context_window``. ``settings`` go to ``FlexAMemory.from_defaults``."""
+    """A ``FlexAMemory`` and ``llm`` wrapped in ``FlexAMemLLM`` on it; the budget defaults to the
+    shared rule's share of ``llm.metadata.context_window``. ``settings`` go to
+    ``FlexAMemory.from_defaults``."""
     memory = FlexAMemory.from_defaults(llm=llm, namespace=namespace, budget=budget, kind=kind, **settings)
     return AgentMemory(memory, FlexAMemLLM(llm, memory))

@@ -14,7 +14,6 @@ restored from a saved context keeps its memory.
 
 from __future__ import annotations
 
-import logging
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -28,16 +27,13 @@ from llama_index.core.storage.chat_store.loading import RECOGNIZED_CHAT_STORES
 
 from flexamem_core import Embedder, FlexAMem, FlexAMemConfig, RecordWriter, Store, Tokenizer
 from flexamem_core.host import HostRender, arender_host, check_budget, render_host
-from flexamem_core.logs import warn_once
 from flexamem_core.stores import check_namespace
 
 from .convert import LlamaIndexCodec, copy_messages
 from .engines import engine_for, register_engine
-from .presets import CONTEXT_WINDOW_SHARE, DEFAULT_BUDGET, Kind, config_for
+from .presets import Kind, config_for, default_budget
 from .store_urls import url_for
 from .unbounded import check_loop
-
-logger = logging.getLogger("flexamem.llamaindex")
 
 
 class FlexAMemory(BaseChatStoreMemory):
@@ -87,10 +83,11 @@ class FlexAMemory(BaseChatStoreMemory):
         """Build a memory the way ``ChatMemoryBuffer.from_defaults`` is built.
 
         ``budget`` (or its ``ChatMemoryBuffer`` name ``token_limit``) is the token budget
-        of what ``get`` returns; without one it is 75% of ``llm.metadata.context_window``,
-        else 3,000 with a WARNING (once). A budget of 0 or less is an error. ``kind`` picks
-        the preset (``"chat"``: reader units; ``"agent"``: agent units); ``config`` replaces
-        the preset entirely. ``store`` is a Store object or a store URL; ``engine`` is a
+        of what ``get`` returns; without one it follows the rule every adapter shares, from
+        ``llm.metadata.context_window``, else the shared fallback with a WARNING (once). A
+        budget of 0 or less is an error. ``kind`` picks the preset (``"chat"``: reader units;
+        ``"agent"``: agent units), whose unit sizes the shared rule caps for the budget;
+        ``config`` replaces the preset entirely. ``store`` is a Store object or a store URL; ``engine`` is a
         ready ``FlexAMem`` (its store and parts are used).
         """
         check_namespace(namespace)
@@ -266,16 +263,6 @@ _last_lock = threading.Lock()
 _last_gets: dict[tuple[str, str, str], LastGet] = {}
 
 
-def default_budget(llm: LLM | None) -> int:
-    """75% of the LLM's context window; without an LLM, 3,000 tokens and a WARNING once."""
-    if llm is not None:
-        return max(1, int(llm.metadata.context_window * CONTEXT_WINDOW_SHARE))
-    warn_once("llamaindex-default-budget",
-              "FlexA-Mem: FlexAMemory got no budget and no llm; using %d tokens (pass budget=<tokens> "
-              "or llm=<your LLM> to take 75%% of its context window)", DEFAULT_BUDGET, log=logger)
-    return DEFAULT_BUDGET
-
-
 def url_for_new_memory_store() -> str:
     """A fresh in-process ``InMemoryStore`` and its ``memory://`` URL."""
     from flexamem_core import InMemoryStore
@@ -295,7 +282,7 @@ def dump_chat_store(chat_store: BaseChatStore) -> dict[str, Any]:
 
     ``SimpleChatStore`` is dumped message by message: its own serializer fails under
     pydantic 2.13 (llama-index-core 0.14.25's ``chat_message_serialization`` passes the
-    serialization info where pydantic now expects an index key), which also breaks
+    serialization info where pydantic expects an index key), which also breaks
     ``ChatMemoryBuffer.to_dict``.
     """
     if type(chat_store) is SimpleChatStore:

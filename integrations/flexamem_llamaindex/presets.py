@@ -10,24 +10,27 @@
   all its tool calls and results is one step, steps packed to 1,000 tokens, unit
   recovery (``auto``) with the task and the newest step as the query.
 
-Unit sizes are the paper's (2,000 / 1,000 tokens) capped at a quarter of the budget,
-the paper's ratio at its smallest budget, so a unit always fits the recent window and
-small budgets still get several units to choose from. Explicit settings win.
+The budget, when none is given, and the unit sizes of a budget follow the rule every
+adapter shares (:mod:`flexamem_core.host.defaults`), so a model gets the same memory here
+as in the other frameworks; this module finds the LLM's window and picks the preset.
+Explicit settings win.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import logging
+from typing import TYPE_CHECKING, Any, Literal
 
 from flexamem_core import FlexAMemConfig
-from flexamem_core.host import BudgetError, check_budget
+from flexamem_core.host import config_for_budget
+from flexamem_core.host import default_budget as shared_default_budget
+
+if TYPE_CHECKING:
+    from llama_index.core.llms.llm import LLM
 
 Kind = Literal["chat", "agent"]
 
-#: Budget when neither a budget nor an LLM is given (ChatMemoryBuffer's default token limit).
-DEFAULT_BUDGET = 3000
-#: Share of an LLM's context window used as the budget (ChatMemoryBuffer uses the same ratio).
-CONTEXT_WINDOW_SHARE = 0.75
+logger = logging.getLogger("flexamem.llamaindex")
 
 _KIND_SETTINGS: dict[str, dict[str, Any]] = {
     "chat": {"history": "reader", "mode": "auto"},
@@ -39,9 +42,14 @@ def config_for(kind: Kind, budget: int, **overrides: Any) -> FlexAMemConfig:
     """The config of a preset with a budget; ``overrides`` are any other FlexAMemConfig settings."""
     if kind not in _KIND_SETTINGS:
         raise ValueError(f"unknown memory kind {kind!r}; expected 'chat' or 'agent'")
-    if check_budget(budget) is None:
-        raise BudgetError("budget must be a positive integer, got None")
-    defaults = FlexAMemConfig()
-    units = {"reader_unit_tokens": min(defaults.tuning.reader_unit_tokens, max(1, budget // 4)),
-             "agent_unit_tokens": min(defaults.tuning.agent_unit_tokens, max(1, budget // 4))}
-    return FlexAMemConfig(**{**_KIND_SETTINGS[kind], "budget": budget, **overrides}).tuned(**units)
+    return config_for_budget(budget, **{**_KIND_SETTINGS[kind], **overrides})
+
+
+def default_budget(llm: LLM | None) -> int:
+    """The shared rule's budget of ``llm.metadata.context_window``; without an LLM, the shared
+    fallback and a WARNING once."""
+    return shared_default_budget(llm.metadata.context_window if llm is not None else None,
+                                 adapter="llamaindex",
+                                 model=type(llm).__name__ if llm is not None else "the LLM (none given)",
+                                 hint="pass budget=<tokens>, or llm=<your LLM> to size it from its context window",
+                                 log=logger)

@@ -14,6 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from flexamem_core import FlexAMem, FlexAMemConfig
+from flexamem_core.host import FALLBACK_BUDGET, config_for_budget
 
 
 class FlexAMemSettings(BaseModel):
@@ -22,7 +23,8 @@ class FlexAMemSettings(BaseModel):
     model_config = ConfigDict(extra="allow", frozen=True)
 
     budget: int | None = Field(None, gt=0, description="context budget B of every model call, in tokens; "
-                               "None: 75% of the model's input window where litellm knows it, else 8000")
+                               "None: the rule every adapter shares (flexamem_core.host.defaults), from "
+                               "the model's input window where litellm knows it")
     namespace: str | None = Field(
         None, description="fixed memory namespace; default: a fresh one for every task the model is given")
     namespace_prefix: str = Field("mswea", description="prefix of the namespaces made per task")
@@ -37,11 +39,13 @@ class FlexAMemSettings(BaseModel):
     writer_model_kwargs: dict[str, Any] = Field(default_factory=dict)
 
     def core_config(self, budget: int | None = None) -> FlexAMemConfig:
-        """The FlexAMemConfig of these settings (raises pydantic's error on unknown keys)."""
+        """The FlexAMemConfig of these settings for ``budget`` (else ``flexamem.budget``, else the
+        shared fallback), unit sizes sized for it by the shared rule; raises pydantic's error on
+        unknown keys."""
         # mini-swe-agent's user messages after the task are observations or format errors,
         # never a new human turn, so the newest one is not pinned outside the window.
         extra = {"pin_user_turn": False, **(self.model_extra or {})}
-        return FlexAMemConfig(budget=budget or self.budget or FlexAMemConfig().budget, **extra)
+        return config_for_budget(budget or self.budget or FALLBACK_BUDGET, **extra)
 
 
 class LitellmChat:

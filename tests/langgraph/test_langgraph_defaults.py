@@ -13,13 +13,13 @@ from typing import Any
 import pytest
 from flexamem_langgraph import FlexAMemMiddleware, FlexAMemRenderer, LangChainRender, to_core
 from flexamem_langgraph.counting import TokenCounterTokenizer
-from flexamem_langgraph.defaults import DEFAULT_FRACTION
 from langchain.agents import create_agent
 from langchain_core.messages import HumanMessage
 from langchain_core.messages.utils import count_tokens_approximately
 from langgraph.checkpoint.memory import InMemorySaver
 
 from flexamem_core import FlexAMem, FlexAMemConfig
+from flexamem_core.host import FALLBACK_BUDGET, config_for_budget, window_budget
 
 
 def _run(lg: SimpleNamespace, middleware: FlexAMemMiddleware, profile: dict | None, tag: str = "orion",
@@ -52,8 +52,10 @@ def _check_calls(lg: SimpleNamespace, outcomes: list[LangChainRender], model: An
 
 def test_the_budget_is_a_share_of_the_models_input_window(lg, lg_tokenizer, lg_embedder) -> None:
     mem = _unset_mem(lg_tokenizer, lg_embedder)
-    outcomes, model = _run(lg, FlexAMemMiddleware(mem), {"max_input_tokens": 4000})
-    _check_calls(lg, outcomes, model, mem, int(4000 * DEFAULT_FRACTION))
+    middleware = FlexAMemMiddleware(mem)
+    outcomes, model = _run(lg, middleware, {"max_input_tokens": 4000})
+    _check_calls(lg, outcomes, model, mem, window_budget(4000))
+    assert middleware.mem is mem and mem.config == FlexAMemConfig()  # the user's memory is used as it is
 
 
 def test_a_fraction_budget_reads_the_profile_like_summarization_middleware(lg, lg_tokenizer, lg_embedder) -> None:
@@ -83,7 +85,7 @@ def test_no_budget_and_no_profile_uses_the_default_with_one_warning(lg, lg_token
     _run(lg, middleware, None, tag="vega")
     warnings = [r for r in caplog.records if r.name.startswith("flexamem") and r.levelno == logging.WARNING]
     assert len(warnings) == 1 and "no budget given" in warnings[0].getMessage()
-    assert {o.report["budget"] for o in outcomes} == {FlexAMemConfig().budget}
+    assert {o.report["budget"] for o in outcomes} == {FALLBACK_BUDGET}
 
 
 def test_a_fraction_without_a_profile_and_bad_budgets_fail_clearly(lg, lg_tokenizer, lg_embedder) -> None:
@@ -129,4 +131,10 @@ def test_the_renderer_takes_the_budget_from_its_model(lg, lg_tokenizer, lg_embed
     renderer.on_render = outcomes.append
     history = [HumanMessage(lg.task_text("orion"))]
     renderer.render(history, namespace="renderer")
-    assert outcomes[0].report["budget"] == int(2000 * DEFAULT_FRACTION)
+    assert outcomes[0].report["budget"] == window_budget(2000)
+    assert renderer.mem is mem and mem.config == FlexAMemConfig()  # the user's memory, as it is
+    own = FlexAMemRenderer(model=model, on_render=outcomes.append)  # the renderer makes its memory
+    own.render(history, namespace="renderer-own")
+    assert outcomes[1].report["budget"] == own.mem.config.budget == window_budget(2000)
+    assert own.mem.config == config_for_budget(window_budget(2000))  # unit sizes capped for that budget
+    assert own.mem.config.tuning.agent_unit_tokens < FlexAMemConfig().tuning.agent_unit_tokens

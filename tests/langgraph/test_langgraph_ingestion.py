@@ -50,7 +50,7 @@ def _agent(lg: SimpleNamespace, model: Any, mem: FlexAMem, outcomes: list, check
 def _old_keys(mem: FlexAMem, ns: str, report: dict[str, Any]) -> set[str]:
     """Keys of the old units the namespace's last render covered (its matched chain's first
     ``old_units``; the report itself lists only the units it did something with)."""
-    return {u.key for u in mem._space(ns).units[:report["old_units"]]}
+    return {u.key for u in mem.state(ns).units[:report["old_units"]]}
 
 
 def _chain(mem: FlexAMem, ns: str) -> set[str]:

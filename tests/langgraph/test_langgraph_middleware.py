@@ -72,7 +72,7 @@ def test_budget_counts_system_prompt_and_tool_schemas(lg: SimpleNamespace, make_
     history = agent.get_state({"configurable": {"thread_id": "vega"}}).values["messages"][:5]
     extra = lg.extra_tokens(mem, lg.SYSTEM_PROMPT, lg.TOOLS)
     alone = mem.count_messages(to_core(history).messages)
-    budget = math.ceil((alone + extra // 2) / mem.config.safety_margin)
+    budget = math.ceil((alone + extra // 2) / mem.config.tuning.safety_margin)
     assert render_langchain(mem, history, namespace="vega-a", budget=budget).rendered.passthrough
     assert not render_langchain(mem, history, namespace="vega-b", budget=budget,
                                 extra_tokens=extra).rendered.passthrough

@@ -16,7 +16,7 @@ from llama_index.core.agent.workflow import FunctionAgent
 from llama_index.core.tools import FunctionTool
 
 from flexamem_core import logs
-from flexamem_core.host import extra_tokens_of
+from flexamem_core.host import FALLBACK_BUDGET, extra_tokens_of, window_budget
 
 SYSTEM = "You are an auditor. Read every record you are asked for, then summarise."
 TOOLS = [FunctionTool.from_defaults(read_record), FunctionTool.from_defaults(add)]
@@ -52,7 +52,7 @@ def test_agent_memory_bounds_every_call_with_a_budget_from_the_llm(caplog):
     script = ScriptedLLM(plan=loop_plan())
     inner = script.llm()
     memory, llm = agent_memory(inner, namespace="li-one-liner")
-    budget = int(inner.metadata.context_window * 0.75)
+    budget = window_budget(inner.metadata.context_window)
     assert isinstance(llm, FlexAMemLLM) and memory.budget == memory.token_limit == budget
     run_agent(llm, memory)
     extra = schema_tokens(memory)
@@ -94,10 +94,10 @@ def test_the_default_budget_comes_from_the_llm_else_it_is_logged(caplog):
     caplog.set_level(logging.WARNING, logger="flexamem")
     llm = ScriptedLLM().llm(max_tokens=None)
     llm.metadata  # noqa: B018 - the mock's metadata is computed
-    assert FlexAMemory.from_defaults(llm=llm, namespace="li-llm").budget == int(3900 * 0.75)
+    assert FlexAMemory.from_defaults(llm=llm, namespace="li-llm").budget == window_budget(llm.metadata.context_window)
     assert not warnings_of(caplog)
-    assert FlexAMemory.from_defaults(namespace="li-none").budget == 3000
-    assert FlexAMemory.from_defaults(namespace="li-none-2").budget == 3000
+    assert FlexAMemory.from_defaults(namespace="li-none").budget == FALLBACK_BUDGET
+    assert FlexAMemory.from_defaults(namespace="li-none-2").budget == FALLBACK_BUDGET
     (warning,) = warnings_of(caplog)
     assert "no budget" in warning
     assert FlexAMemory.from_defaults(budget=1234, llm=llm).budget == 1234  # explicit wins

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import mswea_fakes as fakes
 from flexamem_minisweagent import FlexAMemModel
-from flexamem_minisweagent.defaults import DEFAULT_FRACTION
 from minisweagent.agents.default import DefaultAgent
 from minisweagent.environments.local import LocalEnvironment
 from minisweagent.models.litellm_model import LitellmModel
 
 from flexamem_core import FlexAMem, FlexAMemConfig, logs
+from flexamem_core.host import FALLBACK_BUDGET, window_budget
 
 
 def test_a_litellm_model_gives_its_input_window(caplog) -> None:
@@ -23,7 +23,7 @@ def test_a_litellm_model_gives_its_input_window(caplog) -> None:
     import litellm
 
     window = litellm.model_cost["claude-sonnet-4-5-20250929"]["max_input_tokens"]
-    assert model.budget == int(window * DEFAULT_FRACTION) == model.memory.config.budget
+    assert model.budget == window_budget(window) == model.memory.config.budget
     assert FlexAMemModel(inner=inner, flexamem={"budget": 3000}).budget == 3000  # explicit wins
     configured = FlexAMem(FlexAMemConfig(budget=5000))
     assert FlexAMemModel(inner=inner, memory=configured).budget == 5000
@@ -42,5 +42,5 @@ def test_an_unknown_model_runs_on_the_logged_default(tmp_path: Path, caplog) -> 
     (warning,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert "flexamem.budget" in warning
     infos = [m["extra"]["flexamem"] for m in agent.messages if "flexamem" in (m.get("extra") or {})]
-    assert infos and {i["budget"] for i in infos} == {FlexAMemConfig().budget}
-    assert model.serialize()["info"]["flexamem"]["budget"] == FlexAMemConfig().budget
+    assert infos and {i["budget"] for i in infos} == {FALLBACK_BUDGET}
+    assert model.serialize()["info"]["flexamem"]["budget"] == FALLBACK_BUDGET
