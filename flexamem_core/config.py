@@ -20,7 +20,7 @@ HistoryKind = Literal["agent", "reader"]
 
 class Tuning(BaseModel):
     """The method's hyperparameters. Defaults are the paper's where it sets one (DESIGN.md
-    section 7); the README's list of tuned constants says where each other one was chosen."""
+    section 7); docs/evaluation.md says where each other one was chosen."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 

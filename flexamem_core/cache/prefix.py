@@ -7,7 +7,7 @@ request (per message: ``PER_MESSAGE`` format tokens, then the message as sent), 
 a request is never more than its count. A message's format tokens are reused only when
 its role is the same as the previous request's message at that place.
 
-Price model (stated in the README and in every result that uses it): a cached input token
+Price model (stated in docs/evaluation.md and in every result that uses it): a cached input token
 costs ``CACHED_PRICE`` = 0.1 of a plain input token, and a new one ``NEW_PRICE`` = 1.25
 (writing a new prefix to the cache, as Anthropic bills it).
 """

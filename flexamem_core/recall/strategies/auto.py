@@ -57,7 +57,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class AutoRule:
-    """The constants of the rule (see the README for how each was chosen and on which split)."""
+    """The constants of the rule (docs/evaluation.md says where each was chosen)."""
 
     #: Best pieces whose units define the concentration signal.
     top_pieces: int = 10
