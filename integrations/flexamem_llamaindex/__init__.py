@@ -13,7 +13,6 @@ from .convert import LlamaIndexCodec, from_core, from_core_list, to_core, to_cor
 from .llm import FlexAMemLLM
 from .memory import FlexAMemory, LastGet
 from .presets import config_for
-from .store_urls import StoreURLError, open_store, register_opener, url_for
 
 __all__ = [
     "AgentMemory",
@@ -21,15 +20,11 @@ __all__ = [
     "FlexAMemory",
     "LastGet",
     "LlamaIndexCodec",
-    "StoreURLError",
     "agent_memory",
     "config_for",
     "from_core",
     "from_core_list",
-    "open_store",
-    "register_opener",
     "to_core",
     "to_core_list",
     "tool_calls_of",
-    "url_for",
 ]

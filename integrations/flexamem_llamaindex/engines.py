@@ -12,8 +12,7 @@ from __future__ import annotations
 import threading
 
 from flexamem_core import Embedder, FlexAMem, FlexAMemConfig, RecordWriter, Tokenizer
-
-from .store_urls import open_store
+from flexamem_core.stores import open_store
 
 _lock = threading.Lock()
 _engines: dict[tuple[str, str], FlexAMem] = {}

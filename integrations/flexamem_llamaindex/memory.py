@@ -8,7 +8,7 @@ complete history; ``get`` renders that log for the budget: fixed prompt, one
 
 Serialised (``to_dict``, or inside a workflow ``Context``), it is a handle: namespace,
 FlexA-Mem config, store URL and the chat store. Reloading reopens the store by URL
-(see :mod:`flexamem_llamaindex.store_urls`) and the engine of that store, so an agent
+(:func:`flexamem_core.open_store`) and the engine of that store, so an agent
 restored from a saved context keeps its memory.
 """
 
@@ -27,12 +27,11 @@ from llama_index.core.storage.chat_store.loading import RECOGNIZED_CHAT_STORES
 
 from flexamem_core import Embedder, FlexAMem, FlexAMemConfig, RecordWriter, Store, Tokenizer
 from flexamem_core.host import HostRender, arender_host, check_budget, render_host
-from flexamem_core.stores import check_namespace
+from flexamem_core.stores import check_namespace, store_url
 
 from .convert import LlamaIndexCodec, copy_messages
 from .engines import engine_for, register_engine
 from .presets import Kind, config_for, default_budget
-from .store_urls import url_for
 from .unbounded import check_loop
 
 
@@ -104,13 +103,13 @@ class FlexAMemory(BaseChatStoreMemory):
         if engine is not None:
             if store is not None or any(p is not None for p in (tokenizer, embedder, writer)):
                 raise ValueError("pass engine, or store/tokenizer/embedder/writer, not both")
-            url = url_for(engine.store)
+            url = store_url(engine.store)
             if engine.config != config:
                 engine = FlexAMem(config, store=engine.store, tokenizer=engine.tokenizer,
                                   embedder=engine.embedder, writer=engine.writer)
             register_engine(url, engine)
         else:
-            url = store if isinstance(store, str) else url_for(store) if store is not None else None
+            url = store if isinstance(store, str) else store_url(store) if store is not None else None
             url = url or url_for_new_memory_store()
             engine = engine_for(url, config, tokenizer=tokenizer, embedder=embedder, writer=writer)
         key = chat_store_key or namespace
@@ -267,7 +266,7 @@ def url_for_new_memory_store() -> str:
     """A fresh in-process ``InMemoryStore`` and its ``memory://`` URL."""
     from flexamem_core import InMemoryStore
 
-    return url_for(InMemoryStore())
+    return store_url(InMemoryStore())
 
 
 def _query(input: Any) -> str | None:

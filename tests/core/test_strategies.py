@@ -92,7 +92,7 @@ def test_the_bench_the_replay_and_the_eval_offer_every_registered_strategy() -> 
 
 def test_old_flat_settings_still_work_for_one_release_with_a_warning() -> None:
     with pytest.warns(DeprecationWarning, match="tuning=Tuning"):
-        cfg = FlexAMemConfig(tuning=Tuning(timeline_share=0.3, agent_unit_tokens=500))
+        cfg = FlexAMemConfig(timeline_share=0.3, agent_unit_tokens=500)
     assert cfg.tuning.timeline_share == 0.3 and cfg.tuning.agent_unit_tokens == 500
     with pytest.warns(DeprecationWarning, match="tuning.timeline_share"):
         assert cfg.timeline_share == 0.3

@@ -6,14 +6,14 @@ import asyncio
 import json
 
 import pytest
-from flexamem_llamaindex import FlexAMemory, StoreURLError, to_core_list
+from flexamem_llamaindex import FlexAMemory, to_core_list
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from li_helpers import assert_valid_structure, dump, memory_messages, read_record, record_text
 from llama_index.core.base.llms.types import ChatMessage, MessageRole, ToolCallBlock
 
 from flexamem_core import InMemoryStore
-from flexamem_core.stores import NamespaceError
+from flexamem_core.stores import NamespaceError, StoreURLError
 
 BUDGET = 2000
 VAULT_QUESTION = "What was the vault access code?"
