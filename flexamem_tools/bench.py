@@ -35,6 +35,7 @@ from flexamem_core.memory import FlexAMem
 from flexamem_core.model.messages import Message, ToolCall
 from flexamem_core.model.protocols import Embedder, Store
 from flexamem_core.request.tokens import TiktokenTokenizer, default_tokenizer
+from flexamem_core.write.units import pack_units
 
 HELP = "measure render latency and write cost at 100/1,000/10,000 units"
 
@@ -86,7 +87,8 @@ class GCPauses:
 
 
 def synthetic_history(units: int, seed: int = 0) -> list[Message]:
-    """An agent run of about ``units`` units of ~1,000 tokens (4 tool steps each)."""
+    """An agent run of ``4 * units`` tool steps of about 370 tokens each (a unit of the default
+    1,000 tokens packs three of them, so it holds more than ``units`` units)."""
     rng = random.Random(seed)
     words = ["config", "parser", "module", "value", "error", "result", "cache", "index", "record", "token"]
     msgs = [Message(role="system", content="You are a coding agent.", id="sys"),
@@ -102,10 +104,19 @@ def synthetic_history(units: int, seed: int = 0) -> list[Message]:
     return msgs
 
 
-def bench_history(size: int, renders: int) -> tuple[list[Message], int]:
-    """The history a bench of ``size`` units grows over ``renders`` calls, and the messages
-    of its first ``size`` units (what is written before the timed calls)."""
-    return synthetic_history(size + renders // 4 + 2, seed=size), 2 + size * 8
+def bench_history(size: int, renders: int, unit_tokens: int | None = None) -> tuple[list[Message], int]:
+    """The history a bench of ``size`` units grows over ``renders`` calls, and how many of its
+    messages write exactly ``size`` units (what is written before the timed calls).
+
+    The cut comes from the core's own packing (:func:`pack_units`, units of ``unit_tokens``,
+    the default config's when None), so the size asked for is the size written: the first
+    step after the ``size``-th unit is included, since that step is what completes it."""
+    unit_tokens = unit_tokens or FlexAMemConfig().unit_tokens
+    history = synthetic_history(size + renders // 4 + 2, seed=size)
+    packed = pack_units(history[2:], "agent", default_tokenizer(), unit_tokens)
+    if len(packed) <= size:
+        raise ValueError(f"the synthetic history holds {len(packed)} units, fewer than {size}")
+    return history, 2 + sum(len(u.messages) for u in packed[:size]) + 2
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -170,7 +181,7 @@ def measure(size: int, renders: int, budget: int, embedder: Embedder, store_url:
     from flexamem_core.stores.url import open_store
 
     tk = default_tokenizer()
-    history, cut = bench_history(size, renders)
+    history, cut = bench_history(size, renders, FlexAMemConfig(budget=budget).unit_tokens)
     timed = TimedEmbedder(embedder)
     store = open_store(store_url)
     namespace = f"bench-{size}-{random.Random().randrange(1 << 30)}"  # a fresh namespace in a shared store
@@ -225,7 +236,7 @@ def _reopen_rows(store: Store, store_url: str, namespace: str, size: int, render
     """Reopen the store and render once: in new processes (a persistent store) and in this one."""
     from flexamem_core.stores.url import open_store
 
-    history, cut = bench_history(size, renders)
+    history, cut = bench_history(size, renders, FlexAMemConfig(budget=budget).unit_tokens)
     rows: list[dict[str, Any]] = []
     # As after a restart: the writer has closed the store (SQLite moves its write-ahead log
     # into the file), its writes are on disk, and this run's memory states are gone. A process
@@ -260,7 +271,7 @@ def reopen_in_new_process(store_url: str, namespace: str, size: int, renders: in
     tokenizer's tables are loaded and the modules imported (process start, not reopening)."""
     from flexamem_core.stores.url import open_store
 
-    history, cut = bench_history(size, renders)
+    history, cut = bench_history(size, renders, FlexAMemConfig(budget=budget).unit_tokens)
     tokenizer, embedder = TiktokenTokenizer(), HashingEmbedder()
     tokenizer.count("warm up")
     embedder.embed(["warm up"])  # the embedder's own start (here scikit-learn's import)
