@@ -97,6 +97,9 @@ class FlexAMemConfig(BaseModel):
     cache_stable: bool = Field(True, description="agents: keep the request a prompt-cache-stable prefix: append "
                                "new messages to the previous request while it fits, re-render only when it would "
                                "exceed the budget (False: the paper's render on every call)")
+    keep_task: bool | None = Field(None, description="keep the first user message (the task) whole ahead of the "
+                                   "memory in every request instead of in a unit. None: on for agent histories, "
+                                   "off for readers (where the first turn is one turn among many)")
     pin_user_turn: bool = Field(True, description="agents: keep the newest human turn visible even when its unit "
                                 "left the window (turn off where user messages are observations)")
     piece_vectors: bool | None = Field(None, description="embed every piece when its unit is written, for the "

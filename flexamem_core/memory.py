@@ -97,7 +97,7 @@ class FlexAMem:
         history = _as_history(history)
         with self._lock, self._namespaces.open(namespace) as state:
             msgs, grew = state.accept(history)
-            layout = split_layout(msgs, self.config.history, shared=grew)
+            layout = split_layout(msgs, self.config.history, shared=grew, task=self.config.keep_task)
             body = [*layout.body, *layout.current] if final and layout.current else layout.body
             return self._sync.sync(state, namespace, body, self.config, final, progress).written
 
@@ -126,7 +126,7 @@ class FlexAMem:
     def _render_call(self, state: NamespaceState, namespace: str, msgs: list[Message], grew: bool,
                      call: Call) -> Outcome:
         """The paper's render on every call: the history when it fits, else a fresh render."""
-        layout = split_layout(msgs, call.cfg.history, shared=grew)
+        layout = split_layout(msgs, call.cfg.history, shared=grew, task=call.cfg.keep_task)
         passed = self._pipeline.pass_through(state, namespace, msgs, layout, call)
         if passed is not None:
             return passed

@@ -76,10 +76,11 @@ class StableRequests:
             assert previous is not None
             appended = append_new(previous, msgs, cfg, self.tokenizer)
             if appended is not None:
-                self.pipeline.sync.sync(state, namespace, split_layout(msgs, cfg.history, shared=grew).body, cfg)
+                body = split_layout(msgs, cfg.history, shared=grew, task=cfg.keep_task).body
+                self.pipeline.sync.sync(state, namespace, body, cfg)
                 self._keep(namespace, state, previous.after(msgs, appended))
                 return appended
-        layout = split_layout(msgs, cfg.history, shared=grew)
+        layout = split_layout(msgs, cfg.history, shared=grew, task=cfg.keep_task)
         outcome = self.pipeline.pass_through(state, namespace, msgs, layout, call)
         if outcome is None:
             outcome = render_fitted(layout, call, namespace, self.tokenizer,

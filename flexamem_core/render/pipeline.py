@@ -271,9 +271,9 @@ def _fit_fixed(layout: Layout, call: Call, namespace: str, tokenizer: Tokenizer,
     one WARNING per namespace."""
     fitted, n_cut = fit_fixed(layout, limit, tokenizer, call.extra_tokens)
     if n_cut:
-        part = "task" if layout.task else "current turn"
+        part = " and ".join(name for name, msgs in (("task", layout.task), ("current turn", layout.current)) if msgs)
         warn_once(f"fixed-cut:{namespace}",
                   "render %s: the %s (%d tokens) is larger than the room the budget %d leaves it; "
-                  "it is cut in the middle with a visible mark (the store keeps it whole)", namespace, part,
-                  count_messages(list(layout.task or layout.current), tokenizer), call.cfg.budget)
+                  "it is cut in the middle with a visible mark (the history passed in keeps it whole)", namespace, part,
+                  count_messages([*layout.task, *layout.current], tokenizer), call.cfg.budget)
     return fitted, n_cut

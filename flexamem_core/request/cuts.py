@@ -60,24 +60,25 @@ def fit_messages(messages: Sequence[Message], room: int, tokenizer: Tokenizer,
 
 
 def fit_fixed(layout: Layout, limit: int, tokenizer: Tokenizer, extra_tokens: int = 0) -> tuple[Layout, int]:
-    """The layout with its task (agents) or current turn (readers) cut to fit ``limit``.
+    """The layout with its task and current turn cut to fit ``limit``.
 
-    The same rule as for any message larger than its room: the largest messages of that
-    part are cut in the middle with the visible mark, keeping head and tail, until the
+    The same rule as for any message larger than its room: the largest messages of those
+    parts are cut in the middle with the visible mark, keeping head and tail, until the
     fixed prompt (system message, that part, ``extra_tokens``) takes at most ``limit``
     tokens. The system message is never cut; tool calls and ids are kept. Returns the
     layout (the same object when it already fits) and how many messages were cut; the
     caller checks that the cut part fits the budget (the marks take room too).
     """
-    part = layout.task or layout.current
+    parts = [*layout.task, *layout.current]
     fixed = [*layout.fixed, *layout.current]
-    if not part or count_messages(fixed, tokenizer, extra_tokens) <= limit:
+    if not parts or count_messages(fixed, tokenizer, extra_tokens) <= limit:
         return layout, 0
     prompt = count_messages([layout.system], tokenizer, extra_tokens) if layout.system else PER_REQUEST + extra_tokens
-    cut, n = fit_messages(part, limit - prompt, tokenizer, outputs_first=False)
+    cut, n = fit_messages(parts, limit - prompt, tokenizer, outputs_first=False)
     if not n:
         return layout, 0
-    return (replace(layout, task=tuple(cut)) if layout.task else replace(layout, current=tuple(cut))), n
+    k = len(layout.task)
+    return replace(layout, task=tuple(cut[:k]), current=tuple(cut[k:])), n
 
 
 def middle_cut(text: str, keep: int, tokenizer: Tokenizer) -> str:

@@ -27,6 +27,7 @@ from llama_index.core.storage.chat_store.loading import RECOGNIZED_CHAT_STORES
 
 from flexamem_core import Embedder, FlexAMem, FlexAMemConfig, RecordWriter, Store, Tokenizer
 from flexamem_core.host import HostRender, arender_host, check_budget, render_host
+from flexamem_core.request.counting import PER_MESSAGE
 from flexamem_core.stores import check_namespace, store_url
 
 from .convert import LlamaIndexCodec, copy_messages
@@ -193,16 +194,18 @@ class FlexAMemory(BaseChatStoreMemory):
     def get(self, input: str | None = None, initial_token_count: int = 0,
             **kwargs: Any) -> list[ChatMessage]:
         """The log rendered for the budget; ``input`` is the query, ``initial_token_count``
-        the tokens the caller adds (system prompt, tool schemas) and that count in the budget."""
+        the text tokens of what the caller puts before it (a system prompt), counted in the
+        budget with the framing of the message that carries them."""
         log = self.chat_store.get_messages(self.chat_store_key)
         return self._keep(render_host(self.engine, LlamaIndexCodec(), log, namespace=self.namespace,
-                                      query=_query(input), extra_tokens=initial_token_count), input)
+                                      query=_query(input), extra_tokens=prefix_tokens(initial_token_count)), input)
 
     async def aget(self, input: str | None = None, initial_token_count: int = 0,
                    **kwargs: Any) -> list[ChatMessage]:
         log = await self.chat_store.aget_messages(self.chat_store_key)
         return self._keep(await arender_host(self.engine, LlamaIndexCodec(), log, namespace=self.namespace,
-                                             query=_query(input), extra_tokens=initial_token_count), input)
+                                             query=_query(input), extra_tokens=prefix_tokens(initial_token_count)),
+                          input)
 
     def _keep(self, result: HostRender[ChatMessage], input: str | None) -> list[ChatMessage]:
         self._last_render = result.rendered
@@ -267,6 +270,15 @@ def url_for_new_memory_store() -> str:
     from flexamem_core import InMemoryStore
 
     return store_url(InMemoryStore())
+
+
+def prefix_tokens(initial_token_count: int) -> int:
+    """What the messages a caller puts before the memory's output cost, from LlamaIndex's
+    ``initial_token_count``: engines pass the tokens of those messages' text only
+    (``SimpleChatEngine``: its system prompt), so the message carrying them adds its framing."""
+    if isinstance(initial_token_count, int) and not isinstance(initial_token_count, bool) and initial_token_count > 0:
+        return initial_token_count + PER_MESSAGE
+    return initial_token_count
 
 
 def _query(input: Any) -> str | None:

@@ -5,7 +5,9 @@
   rule-written records keep who said what with names, dates and numbers. Recovery is
   ``auto`` (the core's default): the user's message (``get(input=...)``) is the question
   that ranks old turns, the best of them are shown verbatim, and each call still gets a
-  recent window of turns verbatim.
+  recent window of turns verbatim. The first user message is kept whole ahead of the memory
+  in every request (``keep_task``), as an agent's task is: a chat engine or an agent handed
+  this memory opens with what it was asked to do.
 - ``"agent"`` (tool loops, ``FlexAMemLLM``): agent units, i.e. an assistant message with
   all its tool calls and results is one step, steps packed to 1,000 tokens, unit
   recovery (``auto``) with the task and the newest step as the query.
@@ -33,7 +35,7 @@ Kind = Literal["chat", "agent"]
 logger = logging.getLogger("flexamem.llamaindex")
 
 _KIND_SETTINGS: dict[str, dict[str, Any]] = {
-    "chat": {"history": "reader", "mode": "auto"},
+    "chat": {"history": "reader", "mode": "auto", "keep_task": True},
     "agent": {"history": "agent", "mode": "auto"},
 }
 

@@ -36,6 +36,18 @@ def test_split_layout_reader_keeps_the_current_turn():
     assert split_layout(only_assistant, "reader").current == ()
 
 
+def test_split_layout_reader_with_its_task_fixed():
+    q1, a1, q2 = (Message(role="user", content="q1"), Message(role="assistant", content="a1"),
+                  Message(role="user", content="q2"))
+    lay = split_layout([S, q1, a1, q2], "reader", task=True)
+    assert lay.task == (q1,) and lay.body == (a1,) and lay.current == (q2,)
+    assert lay.fixed == [S, q1]
+    first = split_layout([S, q1], "reader", task=True)  # the only turn is the current one, not a task too
+    assert first.task == () and first.current == (q1,)
+    no_task = split_layout([S, T, Message(role="assistant", content="ls")], "agent", task=False)
+    assert no_task.task == () and no_task.body[0] is T
+
+
 def test_one_system_joins_leading_system_messages_as_a_copy():
     assert one_system([]) is None
     assert one_system([S]) is S

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from llama_index.core.base.llms.types import ChatMessage, MessageRole, ToolCallBlock
+from llama_index.core.base.llms.types import ChatMessage, LLMMetadata, MessageRole, ToolCallBlock
 from llama_index.core.llms import MockFunctionCallingLLM
 
 MEMORY_TAG = "<memory>"
@@ -62,8 +62,12 @@ class ScriptedLLM:
     tools_seen: list[list[str]] = field(default_factory=list)
     ids: int = 0
 
-    def llm(self, **kwargs: Any) -> MockFunctionCallingLLM:
-        return MockFunctionCallingLLM(response_generator=self, **kwargs)
+    def llm(self, context_window: int | None = None, **kwargs: Any) -> MockFunctionCallingLLM:
+        """LlamaIndex's mock LLM playing this script; ``context_window`` (else the mock's 3,900)
+        is the window it reports, which engines size their prompts by."""
+        if context_window is None:
+            return MockFunctionCallingLLM(response_generator=self, **kwargs)
+        return WindowedMockLLM(response_generator=self, window=context_window, **kwargs)
 
     def __call__(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatMessage:
         self.received.append(copy.deepcopy(list(messages)))
@@ -79,6 +83,16 @@ class ScriptedLLM:
             blocks.append(ToolCallBlock(tool_call_id=f"call-{self.ids}", tool_name=call.name,
                                         tool_kwargs=call.kwargs))
         return ChatMessage(role=MessageRole.ASSISTANT, blocks=blocks)
+
+
+class WindowedMockLLM(MockFunctionCallingLLM):
+    """``MockFunctionCallingLLM`` reporting a context window of ``window`` tokens, as a real model does."""
+
+    window: int = 3900
+
+    @property
+    def metadata(self) -> LLMMetadata:
+        return super().metadata.model_copy(update={"context_window": self.window})
 
 
 def text_of(message: ChatMessage) -> str:
