@@ -1,9 +1,14 @@
 """Histories written for the demo: a long coding-agent run and a long multi-session chat.
 
 Both are generated deterministically from small tables so the demo needs no data set,
-no model and no network. The agent hunts a bug in a fictional ``inventory-service``;
-details it needs late in the run (a SKU, a config key, a line number) appear only in
-early tool outputs, which is exactly where trimming and summaries lose them.
+no model and no network. Each ends with a question whose answer is one exact string stated
+once, far back in the history (:data:`AGENT_QUESTION`, :data:`CHAT_QUESTION`), which is
+exactly where trimming and summaries lose it:
+
+- the agent hunts a bug in a fictional ``inventory-service``; at its second step the failing
+  test logs the SKU of the row that crashed, and after 60 steps the user asks for that SKU;
+- the chat mentions trips in many cities, each with a confirmation code (the distractors),
+  and only its first session books Lisbon; it is asked for the Lisbon booking's code.
 """
 
 from __future__ import annotations
@@ -17,6 +22,13 @@ AGENT_SYSTEM = ("You are a careful software engineer working in a shell. Use the
                 "edit the repository, run the tests, and finish when they pass.")
 AGENT_TASK = ("The nightly stock reconciliation job in inventory-service crashes with KeyError for some "
               "warehouses. Find the cause, fix it, and make tests/test_reconcile.py pass.")
+#: The user's last message to the agent, and the one string that answers it (logged at step 2).
+AGENT_QUESTION = ("Tests pass, thanks. For the incident report: which SKU code crashed the WH-0427 "
+                  "reconciliation at the start?")
+AGENT_ANSWER = "TR-6620-B"
+#: The chat's question, and the one string that answers it (said once, in the first session).
+CHAT_QUESTION = "What is the confirmation code of the Lisbon booking?"
+CHAT_ANSWER = "XK-4471"
 
 _MODULES = ["reconcile", "warehouse", "pricing", "ledger", "forecast", "audit", "importer", "alerts"]
 _FUNCS = ["load", "normalize", "apply", "merge", "validate", "export", "diff", "summarize"]
@@ -58,6 +70,9 @@ def _pytest_failure() -> str:
         "inventory/reconcile.py:22: in stock_key",
         "    return row['sku']",
         "E   KeyError: 'sku'",
+        "----------------------------- Captured log call ------------------------------",
+        "WARNING  inventory.reconcile:reconcile.py:41 fixtures/wh_0427.csv row 1187: no 'sku', "
+        f"sku_code={AGENT_ANSWER}",
         "______________________ test_reconcile_legacy_warehouse_WH_0913 ______________________",
         "E   KeyError: 'sku'",
         "=========================== short test summary info ============================",
@@ -78,7 +93,8 @@ def _yaml(rng: random.Random) -> str:
 
 
 def agent_history(steps: int = 60) -> list[Message]:
-    """A long tool-calling run: explore, read, grep, run tests, edit, re-run."""
+    """A long tool-calling run (explore, read, grep, run tests, edit, re-run), then the user's
+    :data:`AGENT_QUESTION`, answered only by a line the failing test logged at step 2."""
     rng = random.Random(7)
     msgs = [Message(role="system", content=AGENT_SYSTEM, id="sys"),
             Message(role="user", content=AGENT_TASK, id="task")]
@@ -110,6 +126,7 @@ def agent_history(steps: int = 60) -> list[Message]:
         msgs.append(Message(role="assistant", content=f"Step {i + 1}: checking {what}",
                             tool_calls=(call,), id=f"ai_{i}"))
         msgs.append(Message(role="tool", content=output, tool_call_id=call.id, name=name, id=f"tool_{i}"))
+    msgs.append(Message(role="user", content=AGENT_QUESTION, id="question"))
     return msgs
 
 
@@ -119,11 +136,13 @@ _TOPICS = [
     ("the move", "signed the lease for the flat on {street} Street, moving in on {date}"),
     ("the dog", "took Biscuit to Dr. {person}'s clinic; the vaccine booster is due on {date}"),
     ("work", "the quarterly report for client {client} is due on {date}, about {n} pages"),
-    ("the trip", "booked {n} nights in Lisbon at Casa {v}, confirmation code {code}"),
+    ("the trip", "booked {n} nights in {city} at Hotel {v}, confirmation code {code}"),
     ("the budget", "spent {n} euros on groceries this month, {m} more than planned"),
     ("cooking", "tried the {v} curry recipe from {person}; needs {n} grams of lentils"),
     ("running", "ran {n} km in {m} minutes along the river, a new personal best"),
 ]
+#: Where the trips go: Lisbon once (the first trip, :data:`CHAT_ANSWER`), these after it.
+_CITIES = ["Porto", "Seville", "Bologna", "Ghent", "Krakow", "Bergen", "Lyon", "Tallinn"]
 _FILLER = [
     "That sounds good, tell me more about how it went.",
     "I remember you mentioned something similar a while ago.",
@@ -133,10 +152,20 @@ _FILLER = [
 ]
 
 
+def _code(rng: random.Random) -> str:
+    """A booking's confirmation code, never the Lisbon one."""
+    code = CHAT_ANSWER
+    while code == CHAT_ANSWER:
+        code = f"{rng.choice('BDFGHJMNPRTVW')}{rng.choice('KLQSZ')}-{rng.randint(1000, 9999)}"
+    return code
+
+
 def conversation_history(sessions: int = 16, turns_per_session: int = 14) -> list[Message]:
-    """A long chat across dated sessions, with names, dates and numbers to remember."""
+    """A long chat across dated sessions, with names, dates and numbers to remember. Its first
+    trip is to Lisbon (code :data:`CHAT_ANSWER`); every later one goes elsewhere."""
     rng = random.Random(11)
     msgs: list[Message] = []
+    trips = 0
     for s in range(sessions):
         date = f"2025-{1 + s * 11 // sessions:02d}-{3 + (s * 7) % 25:02d}"
         for t in range(turns_per_session):
@@ -144,12 +173,16 @@ def conversation_history(sessions: int = 16, turns_per_session: int = 14) -> lis
             meta = {"session": str(s), "date": date}
             if t % 2 == 0:
                 topic, tmpl = _TOPICS[(s * 3 + t // 2) % len(_TOPICS)]
+                city, code = "", ""
+                if topic == "the trip":
+                    city, code = ("Lisbon", CHAT_ANSWER) if not trips else (rng.choice(_CITIES), _code(rng))
+                    trips += 1
                 fact = tmpl.format(n=rng.randint(2, 60), m=rng.randint(2, 60), v=rng.choice(
                     ["San Marzano", "Amarela", "Brava", "Saffron", "Verde"]), street=rng.choice(
                     ["Linden", "Harbor", "Maple", "Quarry"]),
                     date=f"2025-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}",
                     person=rng.choice(_PEOPLE), client=rng.choice(["Northwind", "Contoso", "Fabrikam"]),
-                    code=f"LX{rng.randint(1000, 9999)}")
+                    city=city, code=code)
                 content = f"Quick update on {topic}: I {fact}. " + rng.choice(_FILLER)
                 msgs.append(Message(role="user", content=content, id=mid, metadata=meta))
             else:
@@ -159,9 +192,10 @@ def conversation_history(sessions: int = 16, turns_per_session: int = 14) -> lis
 
 
 def conversation_questions() -> list[str]:
-    """Questions whose answers sit in single turns of :func:`conversation_history`."""
+    """Questions whose answers sit in single turns of :func:`conversation_history`
+    (:data:`CHAT_QUESTION` first)."""
     return [
-        "What is the confirmation code of the Lisbon booking?",
+        CHAT_QUESTION,
         "When is the dog's vaccine booster due?",
         "How many tomato seedlings were planted, and which variety?",
     ]
