@@ -1,4 +1,7 @@
-"""``flexamem eval DATASET --data PATH --budgets ... --methods ... --out DIR``."""
+"""``flexamem eval DATASET [--data PATH] --budgets ... --methods ... --out DIR``.
+
+Without ``--data`` the small sample of DATASET that ships with the package is evaluated
+(:func:`flexamem_eval.datasets.sample_path`), at budgets sized to it unless ``--budgets`` is given."""
 
 from __future__ import annotations
 
@@ -9,18 +12,27 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .datasets import DATASETS, DatasetError
+from .datasets import DATASETS, DatasetError, sample_path
 from .evaluate import EvalError, evaluate_to_dir
 from .methods import METHODS
 
-HELP = "evaluate memories on LongMemEval, LoCoMo or agent trajectories"
+HELP = "evaluate memories on LongMemEval, LoCoMo or agent trajectories (a bundled sample without --data)"
+
+#: Budgets of a run without ``--data``: the bundled histories hold 5k to 15k tokens, so at the
+#: usual 4000 8000 most of a history would fit and every method would show nearly everything.
+SAMPLE_BUDGETS = (2000, 4000)
+DATA_BUDGETS = (4000, 8000)
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("dataset", choices=DATASETS, help="upstream format of --data")
-    parser.add_argument("--data", required=True, help="file (.json/.jsonl/.jsonl.gz/.traj.json) or folder")
-    parser.add_argument("--budgets", type=int, nargs="+", default=[4000, 8000], metavar="B",
-                        help="context budgets in tokens (default: 4000 8000)")
+    parser.add_argument("dataset", choices=DATASETS,
+                        help="upstream format of --data; without --data, the small sample of it bundled with flexamem")
+    parser.add_argument("--data", default=None, metavar="PATH",
+                        help="the benchmark to run: a file (.json/.jsonl/.jsonl.gz/.traj.json) or folder in the "
+                             "upstream format of DATASET (default: the bundled sample, a few invented histories)")
+    parser.add_argument("--budgets", type=int, nargs="+", default=None, metavar="B",
+                        help="context budgets in tokens (default: 4000 8000; without --data 2000 4000, "
+                             "sized to the sample)")
     parser.add_argument("--methods", nargs="+", default=None, metavar="M",
                         help=f"methods to compare (default: all): {', '.join(METHODS)}")
     parser.add_argument("--limit", type=int, default=None,
@@ -58,9 +70,15 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"flexamem eval: error: {exc}", file=sys.stderr)
         return 2
-    stats: dict = {"load_before": _load(), "settings": config}
+    data, budgets = args.data, args.budgets or list(DATA_BUDGETS)
+    if data is None:
+        data, budgets = sample_path(args.dataset), args.budgets or list(SAMPLE_BUDGETS)
+        print(f"flexamem eval: no --data: running on the small {args.dataset} sample bundled with flexamem "
+              f"({data}), budgets {' '.join(map(str, budgets))}; --data PATH runs the real benchmark",
+              file=sys.stderr)
+    stats: dict = {"load_before": _load(), "settings": config, "data": str(data)}
     try:
-        paths = evaluate_to_dir(args.dataset, args.data, budgets=args.budgets, methods=args.methods,
+        paths = evaluate_to_dir(args.dataset, data, budgets=budgets, methods=args.methods,
                                 out=args.out, limit=args.limit, workers=args.workers, dump=args.dump,
                                 progress=not args.quiet, threads=args.threads, embedding_cache=cache,
                                 stats=stats, config=config)

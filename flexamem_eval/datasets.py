@@ -204,6 +204,18 @@ def load_trajectories(path: str | Path) -> Iterator[TrajectoryItem]:
 
 LOADERS = {"longmemeval": load_longmemeval, "locomo": load_locomo, "trajectories": load_trajectories}
 
+#: The small samples that ship with the package (invented for FlexA-Mem, in the upstream formats;
+#: see ``samples/README.md``): what ``flexamem eval DATASET`` runs on without ``--data``.
+SAMPLES = {"longmemeval": "longmemeval_sample.jsonl", "locomo": "locomo_sample.json",
+           "trajectories": "trajectories"}
+
+
+def sample_path(dataset: str) -> Path:
+    """The bundled sample of ``dataset``: a file, or for trajectories a folder of ``.traj.json``."""
+    if dataset not in SAMPLES:
+        raise DatasetError(f"unknown dataset {dataset!r}; expected one of {list(DATASETS)}")
+    return Path(__file__).resolve().with_name("samples") / SAMPLES[dataset]
+
 
 def load(dataset: str, path: str | Path, limit: int | None = None) -> list[Item]:
     """Load a dataset file; ``limit`` caps the questions (conversations) or trajectories.
