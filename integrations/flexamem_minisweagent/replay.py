@@ -20,6 +20,7 @@ import hashlib
 import json
 import os
 import sys
+from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
@@ -28,7 +29,7 @@ from flexamem_core.cache.prefix import CACHED_PRICE, NEW_PRICE, call_cost, commo
 from flexamem_core.host import is_marked
 from flexamem_core.model.messages import message_text
 
-from .convert import to_core, to_host
+from .convert import ConvertedHistory, detect_style, to_core, to_host
 from .settings import FlexAMemSettings
 from .tools import tool_schema_tokens
 from .trajectory import TrajectoryError, load_trajectories, model_calls, model_class_path, select_trajectory
@@ -133,8 +134,14 @@ def replay(trajectory: Mapping[str, Any], budget: int, *, memory: FlexAMem | Non
     last = only_step or len(calls)
     steps: list[dict[str, Any]] = []
     totals = _CacheTotals(memory, tool_tokens)
+    # One conversion of the whole run: each message converts on its own and its id is its index,
+    # so the history before a call is a prefix of the same objects (the core's identity pass
+    # then confirms what it already stored), not a new conversion per call.
+    whole = to_core(messages[:calls[last - 1]] if calls else [])
+    positions = [int(m.id or 0) for m in whole.messages]
     for number, index in enumerate(calls[:last], 1):
-        converted = to_core(messages[:index])
+        converted = ConvertedHistory(messages=whole.messages[:bisect_left(positions, index)],
+                                     originals=whole.originals, style=detect_style(messages[:index]))
         rendered = memory.render(converted.messages, namespace=namespace, budget=budget, extra_tokens=tool_tokens)
         cached, cost = totals.add(rendered.messages, rendered.tokens)
         if only_step is not None and number != only_step:
