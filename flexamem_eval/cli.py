@@ -1,4 +1,4 @@
-"""``flexamem eval DATASET [--data PATH] --budgets ... --methods ... --out DIR``.
+"""``flexamem eval DATASET [--data PATH] [--budgets ...] [--methods ...] [--out DIR]``.
 
 Without ``--data`` the small sample of DATASET that ships with the package is evaluated
 (:func:`flexamem_eval.datasets.sample_path`), at budgets sized to it unless ``--budgets`` is given."""
@@ -41,7 +41,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", type=int, default=None,
                         help="torch threads per process (default: cores / workers with several workers, "
                              "else torch's default; use 1 on a machine shared with other jobs)")
-    parser.add_argument("--out", required=True, help="output folder for results.json/.md and plots")
+    parser.add_argument("--out", default=None, help="output folder for results.json/.md and plots "
+                        "(default: flexamem-eval-DATASET in the current folder)")
     parser.add_argument("--dump", action="store_true", help="also write every rendered context to renders.jsonl")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
@@ -76,17 +77,18 @@ def run(args: argparse.Namespace) -> int:
         print(f"flexamem eval: no --data: running on the small {args.dataset} sample bundled with flexamem "
               f"({data}), budgets {' '.join(map(str, budgets))}; --data PATH runs the real benchmark",
               file=sys.stderr)
+    out = args.out or f"flexamem-eval-{args.dataset}"
     stats: dict = {"load_before": _load(), "settings": config, "data": str(data)}
     try:
         paths = evaluate_to_dir(args.dataset, data, budgets=budgets, methods=args.methods,
-                                out=args.out, limit=args.limit, workers=args.workers, dump=args.dump,
+                                out=out, limit=args.limit, workers=args.workers, dump=args.dump,
                                 progress=not args.quiet, threads=args.threads, embedding_cache=cache,
                                 stats=stats, config=config)
     except (DatasetError, EvalError) as exc:
         print(f"flexamem eval: error: {exc}", file=sys.stderr)
         return 2
     stats["load_after"] = _load()
-    run_path = Path(args.out) / "run.json"
+    run_path = Path(out) / "run.json"
     run_path.write_text(json.dumps(stats, indent=1), encoding="utf-8")
     for p in [*paths, run_path]:
         print(p)

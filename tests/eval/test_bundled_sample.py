@@ -150,3 +150,11 @@ def test_samples_ship_in_the_wheel_and_stay_small():
     for path in files:
         assert path in shipped, f"{path.relative_to(ROOT)} is not package data of flexamem_eval"
     assert sum(p.stat().st_size for p in files) < 1_000_000
+
+
+def test_with_no_options_it_writes_next_to_the_user(tmp_path: Path, monkeypatch, capsys) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["eval", "locomo", "--methods", "truncation", "--limit", "5", "--quiet"]) == 0
+    results = json.loads((tmp_path / "flexamem-eval-locomo" / "results.json").read_text())
+    assert {r["method"] for r in results} == {"truncation"} and {r["budget"] for r in results} == {2000, 4000}
+    assert "bundled" in capsys.readouterr().err
