@@ -344,7 +344,8 @@ def run(items: Sequence[Item], spec: Spec, workers: int = 1, progress: bool = Tr
     results: list[ItemResult | None] = [None] * len(items)
     unit = "question" if items and isinstance(items[0], ConversationItem) else "trajectory"
     total = sum(item_size(it) for it in items)
-    bar = tqdm(total=total, desc=f"{spec.dataset}", unit=unit, disable=not progress,
+    # disable=None: no bar where stderr is not a terminal (a log file, CI)
+    bar = tqdm(total=total, desc=f"{spec.dataset}", unit=unit, disable=None if progress else True,
                bar_format="{l_bar}{bar}| {n:.0f}/{total_fmt} [{elapsed}<{remaining}{postfix}]")
     render_ms: list[float] = []
     shown = [0.0]
