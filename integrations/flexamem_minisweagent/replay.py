@@ -182,6 +182,10 @@ def print_text(steps: Sequence[Mapping[str, Any]], budget: int, out: TextIO, *, 
                max_chars: int, totals: Mapping[str, Any] | None = None) -> None:
     """Human-readable output: a header per step, then (unless summary) every message sent;
     the prompt-cache totals last."""
+    print(f"Each step: the history before one model call, and the request FlexA-Mem builds from it for a "
+          f"budget of {budget:,} tokens. cached: the tokens a provider's prompt cache would reuse from the "
+          f"previous call; cost: the call's price in plain input tokens (a cached token costs {CACHED_PRICE}, "
+          f"a new one {NEW_PRICE}).", file=out)
     for step in steps:
         kind = "passthrough" if step["passthrough"] else "memory"
         print(f"=== step {step['step']} (before message {step['message_index']}): history "

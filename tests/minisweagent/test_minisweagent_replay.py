@@ -113,12 +113,14 @@ def test_text_output_shows_each_step_and_the_report(capsys: pytest.CaptureFixtur
     rc, out, _ = _replay(capsys, str(v2_file), "--budget", str(BUDGET), "--step", str(len(v2_steps)),
                          "--max-chars", "300")
     assert rc == 0
+    legend, out = out.split("\n", 1)
+    assert legend.startswith("Each step:") and "cached:" in legend and "cost:" in legend
     assert out.startswith(f"=== step {len(v2_steps)} ")
     assert "--- [memory user]" in out and "<memory>" in out and "--- report: {" in out
     assert "more characters]" in out  # --max-chars cut the long outputs
     rc, out, _ = _replay(capsys, str(v2_file), "--budget", str(BUDGET), "--summary")
     assert rc == 0
-    lines = out.splitlines()
+    lines = out.splitlines()[1:]  # after the legend
     assert len(lines) == len(v2_steps) + 1 and all(line.startswith("=== step ") for line in lines[:-1])
     assert lines[0].endswith("[passthrough] ===") and lines[-2].endswith("[memory] ===")
     assert f"cached 0, cost {v2_steps[0]['cost']:,.1f} [passthrough]" in lines[0]
