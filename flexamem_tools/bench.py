@@ -37,6 +37,8 @@ from flexamem_core.model.protocols import Embedder, Store
 from flexamem_core.request.tokens import TiktokenTokenizer, default_tokenizer
 from flexamem_core.write.units import pack_units
 
+from .bench_paths import PATHS, host_path, time_path
+
 HELP = "measure render latency and write cost at 100/1,000/10,000 units"
 
 #: The strategies timed by default: auto, the default of every adapter, and the paper's two.
@@ -174,7 +176,7 @@ def _time_renders(mem: FlexAMem, history: list[Message], cut: int, renders: int,
 
 
 def measure(size: int, renders: int, budget: int, embedder: Embedder, store_url: str = "memory://",
-            modes: Sequence[str] = DEFAULT_MODES) -> list[dict[str, Any]]:
+            modes: Sequence[str] = DEFAULT_MODES, paths: Sequence[str] = ()) -> list[dict[str, Any]]:
     """Write a store of ``size`` units, then time renders of each recovery strategy in ``modes``
     as the run grows, with the paper's render on every call and with the default
     cache-stable request; then reopen the store and time the first render."""
@@ -199,10 +201,33 @@ def measure(size: int, renders: int, budget: int, embedder: Embedder, store_url:
                 rows.append({"units": units, "mode": f"{mode}/{setting}", "metric": metric, "value": value})
             rows.append({"units": units, "mode": f"{mode}/{setting}", "metric": "render_p50_over_full_retokenize",
                          "value": got["render_ms_p50"] / max(rescan_ms, 1e-9)})
+    rows += _path_rows(mem, history, cut, renders, namespace, units, paths)
     del mem
     rows += _reopen_rows(store, store_url, namespace, size, renders, budget, timed, units)
     for row in rows:
         row["store"] = store_url.split(":", 1)[0]
+    return rows
+
+
+def _path_rows(mem: FlexAMem, history: list[Message], cut: int, renders: int, namespace: str, units: int,
+               paths: Sequence[str]) -> list[dict[str, Any]]:
+    """The default render (auto, cache-stable) through each host path of ``paths``, each in its
+    own namespace of the same store, with its p50 over the core path's where both ran."""
+    rows: list[dict[str, Any]] = []
+    core_p50 = None
+    for name in paths:
+        path = host_path(name)
+        if isinstance(path, str):
+            rows.append({"units": units, "mode": f"path:{name}", "metric": "skipped", "value": 0.0, "why": path})
+            continue
+        m = FlexAMem(mem.config, store=mem.store, tokenizer=mem.tokenizer, embedder=mem.embedder)
+        got = time_path(path, m, history, cut, renders, f"{namespace}-{name}")
+        core_p50 = got["render_ms_p50"] if name == "core" else core_p50
+        for metric, value in got.items():
+            rows.append({"units": units, "mode": f"path:{name}", "metric": metric, "value": value})
+        if core_p50 and name != "core":
+            rows.append({"units": units, "mode": f"path:{name}", "metric": "render_p50_over_core_path",
+                         "value": got["render_ms_p50"] / core_p50})
     return rows
 
 
@@ -311,6 +336,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--modes", nargs="+", choices=registered_strategies(), default=list(DEFAULT_MODES),
                         metavar="MODE", help=f"recovery strategies to time (default: {' '.join(DEFAULT_MODES)}; "
                         f"registered: {', '.join(registered_strategies())})")
+    parser.add_argument("--paths", nargs="*", choices=PATHS, default=list(PATHS), metavar="PATH",
+                        help="host paths to time the default render through, each as its host passes the "
+                        f"history ({', '.join(PATHS)}; default: all installed; none: --paths with no value)")
     parser.add_argument("--embed-sample", type=int, default=40,
                         help="units written with the real model to measure its cost (0: skip)")
     parser.add_argument("--store", default="memory://",
@@ -342,13 +370,15 @@ def run(args: argparse.Namespace) -> int:
     if args.embed_sample:
         rows.append(embedding_cost(args.embed_sample))
     for size in args.sizes:
-        rows.extend(measure(size, args.renders, args.budget, HashingEmbedder(), args.store, args.modes))
+        rows.extend(measure(size, args.renders, args.budget, HashingEmbedder(), args.store, args.modes, args.paths))
     rows.extend(scaling_rows(rows))
-    print(f"store {args.store}\n{'units':>7} {'mode':>15}  {'metric':<40} {'value':>10}")
+    print(f"store {args.store}\n{'units':>7} {'mode':>18}  {'metric':<40} {'value':>10}")
     for r in rows:
-        print(f"{r['units']:>7} {r.get('mode', ''):>15}  {r['metric']:<40} {r['value']:>10.3f}")
+        print(f"{r['units']:>7} {r.get('mode', ''):>18}  {r['metric']:<40} {r['value']:>10.3f}")
         for extra in sorted(set(r) - {"units", "mode", "metric", "value", "store"}):
-            print(f"{r['units']:>7} {'':>15}  {extra:<40} {r[extra]:>10.3f}")
+            value = r[extra]
+            shown = f"{value:>10.3f}" if isinstance(value, (int, float)) else str(value)
+            print(f"{r['units']:>7} {'':>18}  {extra:<40} {shown}")
     if args.out:
         with open(args.out, "w") as fh:
             json.dump(rows, fh, indent=1)

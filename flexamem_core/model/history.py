@@ -13,9 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from itertools import islice
+from operator import is_, methodcaller
 from typing import Any, overload
 
-from .messages import Message
+from .messages import Message, MessageError
+
+_CONTENT = methodcaller("get", "content")
+_TOOL_CALLS = methodcaller("get", "tool_calls")
 
 
 def grow_copy(copy: list[Message], history: Any) -> bool:
@@ -33,6 +37,59 @@ def grow_copy(copy: list[Message], history: Any) -> bool:
         return True
     del copy[n:]
     return False
+
+
+class DictSources:
+    """The message dicts a namespace's copy of the history was read from, so that a call
+    bringing the same dicts plus new ones reads only the new ones into :class:`Message`
+    objects and grows the copy in place, as :func:`grow_copy` does for ``Message`` lists.
+
+    The dicts are matched by identity, and so are their ``content`` and ``tool_calls``
+    values: a dict edited in place gets a new value object there, which breaks the match,
+    and the history is then read afresh. Every check is a pass in C over the history (no
+    Python code per message); the dicts are read, never changed."""
+
+    __slots__ = ("_calls", "_contents", "_dicts")
+
+    def __init__(self) -> None:
+        self._dicts: list[Any] = []
+        self._contents: list[Any] = []
+        self._calls: list[Any] = []
+
+    def remember(self, history: Any) -> None:
+        """What the copy was just read from: ``history`` when it is a list of dicts, else nothing."""
+        if type(history) is list and history and set(map(type, history)) == {dict}:
+            self._dicts = history[:]
+            self._contents = list(map(_CONTENT, history))
+            self._calls = list(map(_TOOL_CALLS, history))
+        else:
+            self._dicts, self._contents, self._calls = [], [], []
+
+    def grow(self, copy: list[Message], history: Any) -> bool:
+        """Grow ``copy`` (read from the remembered dicts) by ``history``'s new dicts when
+        ``history`` is those dicts, unchanged, plus new ones. False, nothing changed, otherwise."""
+        n = len(self._dicts)
+        if not n or len(copy) != n or type(history) is not list or len(history) < n \
+                or history[n - 1] is not self._dicts[-1]:
+            return False
+        # The remembered lists first: map stops at them, before reading a new message of history.
+        if not (all(map(is_, self._dicts, history)) and all(map(is_, self._contents, map(_CONTENT, history)))
+                and all(map(is_, self._calls, map(_TOOL_CALLS, history)))):
+            return False
+        tail = history[n:]
+        if tail and set(map(type, tail)) != {dict}:
+            return False
+        new = []
+        for i, d in enumerate(tail, n):
+            try:
+                new.append(Message.from_dict(d))
+            except MessageError as exc:
+                raise MessageError(f"message {i}: {exc}") from None
+        copy.extend(new)
+        self._dicts.extend(tail)
+        self._contents.extend(map(_CONTENT, tail))
+        self._calls.extend(map(_TOOL_CALLS, tail))
+        return True
 
 
 class MessagesView(Sequence[Message]):

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..index.namespace import NamespaceIndex
 from ..index.snapshot import NamespaceVersions
-from ..model.history import grow_copy
+from ..model.history import DictSources, grow_copy
 from ..model.messages import Message, as_messages
 from ..model.protocols import Store, Tokenizer
 from ..model.schema import Unit
@@ -44,15 +44,18 @@ class NamespaceState:
     #: was matched against it.
     history: list[Message] = field(default_factory=list)
     chain_on_history: bool = False
+    #: The message dicts ``history`` was read from, when the host passes dicts.
+    sources: DictSources = field(default_factory=DictSources)
     #: The store's version of the namespace this state reflects (``NamespaceVersions``).
     version: str | None = None
 
     def accept(self, history: Sequence[Message | Mapping[str, Any]]) -> tuple[list[Message], bool]:
         """The call's history as the namespace's own copy, and whether that copy only grew
         (then it was grown in place at the cost of the new messages)."""
-        if grow_copy(self.history, history):
+        if grow_copy(self.history, history) or self.sources.grow(self.history, history):
             return self.history, True
         self.history = as_messages(history)
+        self.sources.remember(history)
         self.chain_on_history = False
         return self.history, False
 

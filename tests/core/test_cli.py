@@ -118,10 +118,12 @@ def test_bench_writes_the_sizes_asked_for_and_no_progress_bar_off_a_terminal(tmp
 
     out = tmp_path / "bench.json"
     assert main(["bench", "--sizes", "30", "70", "--renders", "4", "--embed-sample", "0", "--modes", "auto",
-                 "--out", str(out)]) == 0
+                 "--paths", "core", "dicts", "--out", str(out)]) == 0
     rows = json.loads(out.read_text())
     assert {int(r["units"]) for r in rows} == {30, 70}
-    assert {r["mode"] for r in rows if "mode" in r} == {"auto/per-call", "auto/stable"}
+    assert {r["mode"] for r in rows if "mode" in r} == {"auto/per-call", "auto/stable", "path:core", "path:dicts"}
+    ratios = [r for r in rows if r["metric"] == "render_p50_over_core_path"]
+    assert [r["mode"] for r in ratios] == ["path:dicts", "path:dicts"] and all(r["value"] > 0 for r in ratios)
     captured = capsys.readouterr()
     assert "writing" not in captured.err and "\r" not in captured.err  # stderr is not a terminal here
     assert "render_ms_p50" in captured.out
