@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from ..request.budget import check_budget, check_extra_tokens, check_room
 from .codec import Converted, HostCodec, ToolSchemaCodec
+from .incremental import memo_of
 from .tool_schemas import tool_schema_tokens, tool_schemas
 
 if TYPE_CHECKING:
@@ -68,7 +69,7 @@ def _prepare(mem: FlexAMem, codec: HostCodec[H, C], messages: Sequence[H], names
     budget = check_budget(budget)
     extra = extra_tokens_of(mem, codec, tools, extra_tokens)
     check_room(budget if budget is not None else mem.config.budget, extra)
-    converted = codec.to_core(messages)
+    converted = memo_of(mem).convert(codec, messages)
     ns = namespace(converted) if callable(namespace) else namespace
     return _Call(codec, converted, ns, {"namespace": ns, "budget": budget, "query": query, "extra_tokens": extra})
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
 from langchain_core.messages import (
@@ -127,16 +128,22 @@ def to_core(messages: Sequence[BaseMessage]) -> Converted:
     """Read a LangChain history into core messages, remembering each original object."""
     if isinstance(messages, (str, bytes, BaseMessage)):
         raise MessageError("expected a sequence of LangChain messages")
+    return extend(Converted([], {}), messages, 0)
+
+
+def extend(converted: Converted, messages: Sequence[BaseMessage], start: int) -> Converted:
+    """``converted`` (of ``messages[:start]``) extended by the rest, in place (all or nothing:
+    a message it cannot read raises before anything is added)."""
     core: list[Message] = []
-    originals: dict[int, BaseMessage] = {}
-    for i, lc in enumerate(messages):
+    for i in range(start, len(messages)):
         try:
-            m = to_core_message(lc)
+            core.append(to_core_message(messages[i]))
         except MessageError as exc:
             raise MessageError(f"message {i}: {exc}") from None
-        core.append(m)
-        originals[id(m)] = lc
-    return Converted(core, originals)
+    for m, lc in zip(core, messages[start:]):
+        converted.originals[id(m)] = lc
+    converted.messages.extend(core)
+    return converted
 
 
 def is_memory_message(message: BaseMessage | Message) -> bool:
@@ -169,11 +176,13 @@ def from_core_message(message: Message) -> BaseMessage:
 
 def to_langchain(rendered: Sequence[Message], converted: Converted) -> list[BaseMessage]:
     """Map rendered core messages back: originals for the window, new messages otherwise."""
-    by_id = {m.id: converted.originals[id(m)] for m in converted.messages if m.id}
+    by_id: dict[str, BaseMessage] | None = None  # made only when a rendered message is a copy
     out: list[BaseMessage] = []
     for m in rendered:
         original = converted.original(m)
         if original is None and m.id and not is_memory_message(m):
+            if by_id is None:
+                by_id = {c.id: converted.originals[id(c)] for c in converted.messages if c.id}
             candidate = by_id.get(m.id)
             # Only reuse by id when the core returned the same message (not a shortened copy).
             if candidate is not None and to_core_message(candidate) == m:
@@ -209,8 +218,16 @@ def tool_schema(tool: Any) -> dict[str, Any]:
 class LangChainCodec:
     """LangChain messages <-> core messages, for :func:`flexamem_core.host.render_host`."""
 
+    #: What an edit in place replaces (incremental conversion, :mod:`flexamem_core.host.incremental`).
+    edit_keys = (attrgetter("content"), attrgetter("id"))
+    memo_key = None
+    memo_from = 0
+
     def to_core(self, messages: Sequence[BaseMessage]) -> Converted:
         return to_core(messages)
+
+    def extend(self, converted: Converted, messages: Sequence[BaseMessage], start: int) -> Converted:
+        return extend(converted, messages, start)
 
     def to_host(self, rendered: Sequence[Message], converted: Converted) -> list[BaseMessage]:
         return to_langchain(rendered, converted)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
 from llama_index.core.base.llms.types import (
@@ -204,8 +205,32 @@ class LlamaIndexCodec:
     def __init__(self, prefix: int = 0) -> None:
         self.prefix = prefix
 
+    #: What an edit in place replaces (incremental conversion, :mod:`flexamem_core.host.incremental`).
+    edit_keys = (attrgetter("blocks"), attrgetter("role"))
+
+    @property
+    def memo_key(self) -> int:
+        return self.prefix
+
+    @property
+    def memo_from(self) -> int:
+        """The agent's own messages (its system prompt) are new objects on every call."""
+        return self.prefix
+
     def to_core(self, messages: Sequence[ChatMessage]) -> ChatConverted:
         return core_history(messages[:self.prefix], messages[self.prefix:])
+
+    def extend(self, converted: ChatConverted, messages: Sequence[ChatMessage], start: int) -> ChatConverted:
+        """``converted`` (of ``messages[:start]``) extended by the rest, in place."""
+        if start < self.prefix or len(converted.messages) != start:
+            return self.to_core(messages)
+        prefix = messages[:self.prefix]
+        converted.messages[:self.prefix] = [to_core(m, i, f"p{i}") for i, m in enumerate(prefix)]
+        converted.originals[:self.prefix] = prefix
+        tail = list(messages[start:])
+        converted.messages.extend(to_core(m, i, f"m{i - self.prefix}") for i, m in enumerate(tail, start))
+        converted.originals.extend(tail)
+        return converted
 
     def to_host(self, rendered: Sequence[Message], converted: ChatConverted) -> list[ChatMessage]:
         return from_core_list(rendered, converted.originals)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from operator import methodcaller
 from typing import Any, Literal
 
 from flexamem_core import Message, MessageError, ToolCall
@@ -41,6 +42,8 @@ class ConvertedHistory:
     messages: list[Message]
     originals: dict[str, Mapping[str, Any]]
     style: Style
+    #: The core message of each id (None: made per call from ``messages``).
+    by_id: dict[str, Message] | None = None
 
 
 def _get(obj: Any, key: str, default: Any = None) -> Any:
@@ -149,25 +152,45 @@ def to_core(history: Sequence[Mapping[str, Any]]) -> ConvertedHistory:
     """
     if isinstance(history, (str, bytes)) or not isinstance(history, Sequence):
         raise MessageError(f"messages must be a list of dicts, got {type(history).__name__}")
-    messages: list[Message] = []
-    originals: dict[str, Mapping[str, Any]] = {}
-    for i, msg in enumerate(history):
+    converted = ConvertedHistory(messages=[], originals={}, style=detect_style(history), by_id={})
+    _convert_into(converted, history, 0)
+    return converted
+
+
+def extend(converted: ConvertedHistory, history: Sequence[Mapping[str, Any]], start: int) -> ConvertedHistory:
+    """``converted`` (of ``history[:start]``) extended by the rest of ``history``, in place."""
+    if converted.by_id is None:
+        return to_core(history)
+    _convert_into(converted, history, start)
+    if converted.style == "responses" or detect_style(history[start:]) == "chat":
+        return converted
+    return ConvertedHistory(converted.messages, converted.originals, "responses", converted.by_id)
+
+
+def _convert_into(converted: ConvertedHistory, history: Sequence[Mapping[str, Any]], start: int) -> None:
+    """Append the conversion of ``history[start:]`` (all or nothing: a bad message raises first)."""
+    messages: list[tuple[str, Message]] = []
+    for i in range(start, len(history)):
+        msg = history[i]
         if not isinstance(msg, Mapping):
             raise MessageError(f"message {i}: expected a dict, got {type(msg).__name__}")
         mid = str(i)
         try:
             if msg.get("object") == "response":
-                converted: Message | None = _response_to_message(msg, mid)
+                one: Message | None = _response_to_message(msg, mid)
             elif _is_item(msg):
-                converted = _item_to_message(msg, mid)
+                one = _item_to_message(msg, mid)
             else:
-                converted = _chat_to_message(msg, mid)
+                one = _chat_to_message(msg, mid)
         except MessageError as exc:
             raise MessageError(f"message {i}: {exc}") from None
-        if converted is not None:
-            messages.append(converted)
-            originals[mid] = msg
-    return ConvertedHistory(messages=messages, originals=originals, style=detect_style(history))
+        if one is not None:
+            messages.append((mid, one))
+    by_id = converted.by_id if converted.by_id is not None else {}
+    for mid, one in messages:
+        converted.originals[mid] = history[int(mid)]
+        by_id[mid] = one
+    converted.messages.extend(one for _, one in messages)
 
 
 def memory_dict(text: str, style: Style) -> dict[str, Any]:
@@ -210,7 +233,8 @@ def to_host(rendered: Sequence[Message], converted: ConvertedHistory) -> list[Ma
     to fit keeps the host's dict with the cut text; the memory message and messages the
     renderer made or rewrote (pairing repairs) are new dicts in the history's shape.
     """
-    index = {m.id: m for m in converted.messages if m.id is not None}
+    index = converted.by_id if converted.by_id is not None else \
+        {m.id: m for m in converted.messages if m.id is not None}
     out: list[Mapping[str, Any]] = []
     for message in rendered:
         if is_marked(message.metadata):
@@ -238,10 +262,19 @@ def is_memory_dict(message: Mapping[str, Any]) -> bool:
 
 
 class MiniSweAgentCodec:
-    """mini-swe-agent's message dicts <-> core messages, for :func:`flexamem_core.host.render_host`."""
+    """mini-swe-agent's message dicts <-> core messages, for :func:`flexamem_core.host.render_host`
+    (incremental: a growing history converts only its new dicts)."""
+
+    edit_keys = (methodcaller("get", "content"), methodcaller("get", "tool_calls"))
+    memo_key = None
+    memo_from = 0
 
     def to_core(self, messages: Sequence[Mapping[str, Any]]) -> ConvertedHistory:
         return to_core(messages)
+
+    def extend(self, converted: ConvertedHistory, messages: Sequence[Mapping[str, Any]],
+               start: int) -> ConvertedHistory:
+        return extend(converted, messages, start)
 
     def to_host(self, rendered: Sequence[Message], converted: ConvertedHistory) -> list[Mapping[str, Any]]:
         return to_host(rendered, converted)

@@ -1,0 +1,121 @@
+"""A host history converted once, not once per call.
+
+An agent loop renders the same host message objects plus a new step on every call. The
+boundary remembers, per memory and per host history (keyed by its first message object),
+the host objects of the last call and what the codec made of them; when the next call
+brings the same objects, none edited, plus new ones, the codec converts only the new ones
+(:meth:`IncrementalCodec.extend`). Anything else (an edit, a fork, a removed message) is
+converted afresh. Every check is a pass in C over the history: identity of each host
+object, and identity of each value the codec's ``edit_keys`` read (a message edited in
+place gets a new object there: a new content, a new id).
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
+from operator import is_
+from typing import Any, Protocol, TypeVar, runtime_checkable
+
+from .codec import Converted
+
+H = TypeVar("H")
+C = TypeVar("C", bound=Converted)
+
+#: Host histories remembered per memory (one per thread a process serves at once, or more).
+MEMO_SIZE = 64
+
+
+@runtime_checkable
+class IncrementalCodec(Protocol):
+    """A codec that can extend a conversion by new messages (optional)."""
+
+    #: Read, in C, the values of a host message that an edit in place replaces (content, id).
+    edit_keys: tuple[Callable[[Any], Any], ...]
+
+    @property
+    def memo_key(self) -> Hashable:
+        """What besides its class makes this codec convert differently (its settings)."""
+        ...
+
+    @property
+    def memo_from(self) -> int:
+        """How many leading messages the host makes anew for every call (an agent's system
+        prompt): they are not remembered, and ``extend`` converts them again."""
+        ...
+
+    def extend(self, converted: Any, messages: Sequence[Any], start: int) -> Any:
+        """``converted`` (made from an earlier call whose messages from ``memo_from`` on are
+        ``messages[memo_from:start]``) extended to all of ``messages``. May reuse
+        ``converted``'s containers: it is not used again."""
+        ...
+
+
+@dataclass
+class _Entry:
+    hosts: list[Any]
+    #: One list per edit key: the value it read from each host message.
+    keys: list[list[Any]]
+    converted: Any
+
+
+class ConversionMemo:
+    """The last conversion of each host history one memory rendered, newest last."""
+
+    def __init__(self, size: int = MEMO_SIZE) -> None:
+        self._entries: OrderedDict[Hashable, _Entry] = OrderedDict()
+        self._size = size
+        self._lock = threading.Lock()
+
+    def convert(self, codec: Any, messages: Sequence[Any]) -> Any:
+        """``codec.to_core(messages)``, converting only what is new since this history's last call."""
+        skip = getattr(codec, "memo_from", 0) if isinstance(codec, IncrementalCodec) else 0
+        if not isinstance(codec, IncrementalCodec) or type(messages) is not list or len(messages) <= skip:
+            return codec.to_core(messages)
+        key = (type(codec), codec.memo_key, id(messages[skip]))
+        with self._lock:
+            entry = self._entries.pop(key, None)
+        reads = codec.edit_keys
+        remembered = messages[skip:] if skip else messages
+        if entry is not None and _extends(entry, remembered, reads):
+            n = len(entry.hosts)
+            tail = remembered[n:]
+            converted = codec.extend(entry.converted, messages, skip + n) if tail or skip else entry.converted
+            entry.hosts.extend(tail)
+            for values, read in zip(entry.keys, reads):
+                values.extend(map(read, tail))
+            entry.converted = converted
+        else:
+            converted = codec.to_core(messages)
+            entry = _Entry(remembered[:], [list(map(read, remembered)) for read in reads], converted)
+        with self._lock:
+            self._entries[key] = entry  # holds the keyed message, so its id is not reused while remembered
+            while len(self._entries) > self._size:
+                self._entries.popitem(last=False)
+        return converted
+
+
+def _extends(entry: _Entry, messages: list[Any], reads: Sequence[Callable[[Any], Any]]) -> bool:
+    """Whether ``messages`` starts with the entry's host objects, none edited."""
+    n = len(entry.hosts)
+    if len(messages) < n or messages[n - 1] is not entry.hosts[-1]:
+        return False
+    # The remembered lists first: map stops at them, before reading a new message.
+    return all(map(is_, entry.hosts, messages)) and \
+        all(all(map(is_, values, map(read, messages))) for values, read in zip(entry.keys, reads))
+
+
+_memos: weakref.WeakKeyDictionary[Any, ConversionMemo] = weakref.WeakKeyDictionary()
+_memos_lock = threading.Lock()
+
+
+def memo_of(mem: Any) -> ConversionMemo:
+    """The conversion memo of one memory (made on first use, gone with the memory)."""
+    with _memos_lock:
+        memo = _memos.get(mem)
+        if memo is None:
+            memo = _memos[mem] = ConversionMemo()
+        return memo
