@@ -5,9 +5,10 @@ boundary remembers, per memory and per host history (keyed by its first message 
 the host objects of the last call and what the codec made of them; when the next call
 brings the same objects, none edited, plus new ones, the codec converts only the new ones
 (:meth:`IncrementalCodec.extend`). Anything else (an edit, a fork, a removed message) is
-converted afresh. Every check is a pass in C over the history: identity of each host
-object, and identity of each value the codec's ``edit_keys`` read (a message edited in
-place gets a new object there: a new content, a new id).
+converted afresh. Every check is a pass in C over the history: the remembered host objects
+against the call's (list equality: identity first, so equal objects only where a host made
+new but equal ones), and each value the codec's ``edit_keys`` read (a message edited in
+place has a new value there: a new content, a new id).
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
-from operator import is_
+from itertools import repeat
+from operator import attrgetter
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from .codec import Converted
@@ -33,8 +35,9 @@ MEMO_SIZE = 64
 class IncrementalCodec(Protocol):
     """A codec that can extend a conversion by new messages (optional)."""
 
-    #: Read, in C, the values of a host message that an edit in place replaces (content, id).
-    edit_keys: tuple[Callable[[Any], Any], ...]
+    #: Each reads, in C, one value of every message of a list that an edit in place replaces
+    #: (content, id), as a list: ``lambda ms: list(map(attrgetter("content"), ms))``.
+    edit_keys: tuple[Callable[[Sequence[Any]], list[Any]], ...]
 
     @property
     def memo_key(self) -> Hashable:
@@ -57,7 +60,7 @@ class IncrementalCodec(Protocol):
 @dataclass
 class _Entry:
     hosts: list[Any]
-    #: One list per edit key: the value it read from each host message.
+    #: One list per edit key: the values it read from the host messages.
     keys: list[list[Any]]
     converted: Any
 
@@ -86,11 +89,11 @@ class ConversionMemo:
             converted = codec.extend(entry.converted, messages, skip + n) if tail or skip else entry.converted
             entry.hosts.extend(tail)
             for values, read in zip(entry.keys, reads):
-                values.extend(map(read, tail))
+                values.extend(read(tail))
             entry.converted = converted
         else:
             converted = codec.to_core(messages)
-            entry = _Entry(remembered[:], [list(map(read, remembered)) for read in reads], converted)
+            entry = _Entry(remembered[:], [read(remembered) for read in reads], converted)
         with self._lock:
             self._entries[key] = entry  # holds the keyed message, so its id is not reused while remembered
             while len(self._entries) > self._size:
@@ -103,9 +106,31 @@ def _extends(entry: _Entry, messages: list[Any], reads: Sequence[Callable[[Any],
     n = len(entry.hosts)
     if len(messages) < n or messages[n - 1] is not entry.hosts[-1]:
         return False
-    # The remembered lists first: map stops at them, before reading a new message.
-    return all(map(is_, entry.hosts, messages)) and \
-        all(all(map(is_, values, map(read, messages))) for values, read in zip(entry.keys, reads))
+    known = messages[:n] if len(messages) > n else messages
+    return entry.hosts == known and all(values == read(known) for values, read in zip(entry.keys, reads))
+
+
+def read_keys(key: str) -> Callable[[Sequence[Any]], list[Any]]:
+    """An edit key for dict messages: the value of ``key`` in each, read in C (``dict.get``;
+    a non-dict message makes the list unequal to any other, so the history converts afresh)."""
+
+    def read(messages: Sequence[Any]) -> list[Any]:
+        try:
+            return list(map(dict.get, messages, repeat(key)))
+        except TypeError:
+            return [object()]
+
+    return read
+
+
+def read_attrs(name: str) -> Callable[[Sequence[Any]], list[Any]]:
+    """An edit key for message objects: the attribute ``name`` of each, read in C."""
+    getter = attrgetter(name)
+
+    def read(messages: Sequence[Any]) -> list[Any]:
+        return list(map(getter, messages))
+
+    return read
 
 
 _memos: weakref.WeakKeyDictionary[Any, ConversionMemo] = weakref.WeakKeyDictionary()

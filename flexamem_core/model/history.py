@@ -12,14 +12,15 @@ other way is copied anew.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from itertools import islice
-from operator import is_, methodcaller
+from itertools import islice, repeat
 from typing import Any, overload
 
 from .messages import Message, MessageError
 
-_CONTENT = methodcaller("get", "content")
-_TOOL_CALLS = methodcaller("get", "tool_calls")
+
+def _values(dicts: Sequence[Any], key: str) -> list[Any]:
+    """``key``'s value in each dict (None where missing), read in C."""
+    return list(map(dict.get, dicts, repeat(key)))
 
 
 def grow_copy(copy: list[Message], history: Any) -> bool:
@@ -44,10 +45,11 @@ class DictSources:
     bringing the same dicts plus new ones reads only the new ones into :class:`Message`
     objects and grows the copy in place, as :func:`grow_copy` does for ``Message`` lists.
 
-    The dicts are matched by identity, and so are their ``content`` and ``tool_calls``
-    values: a dict edited in place gets a new value object there, which breaks the match,
-    and the history is then read afresh. Every check is a pass in C over the history (no
-    Python code per message); the dicts are read, never changed."""
+    The dicts are matched by list equality (identity first, so in a pointer comparison
+    each while the host passes the same dicts), and so are their ``content`` and
+    ``tool_calls`` values: a dict edited in place has a new value there, which breaks the
+    match, and the history is then read afresh. Every check is a pass in C over the history
+    (no Python code per message); the dicts are read, never changed."""
 
     __slots__ = ("_calls", "_contents", "_dicts")
 
@@ -60,8 +62,8 @@ class DictSources:
         """What the copy was just read from: ``history`` when it is a list of dicts, else nothing."""
         if type(history) is list and history and set(map(type, history)) == {dict}:
             self._dicts = history[:]
-            self._contents = list(map(_CONTENT, history))
-            self._calls = list(map(_TOOL_CALLS, history))
+            self._contents = _values(history, "content")
+            self._calls = _values(history, "tool_calls")
         else:
             self._dicts, self._contents, self._calls = [], [], []
 
@@ -72,9 +74,12 @@ class DictSources:
         if not n or len(copy) != n or type(history) is not list or len(history) < n \
                 or history[n - 1] is not self._dicts[-1]:
             return False
-        # The remembered lists first: map stops at them, before reading a new message of history.
-        if not (all(map(is_, self._dicts, history)) and all(map(is_, self._contents, map(_CONTENT, history)))
-                and all(map(is_, self._calls, map(_TOOL_CALLS, history)))):
+        known = history[:n]
+        try:
+            if not (self._dicts == known and self._contents == _values(known, "content")
+                    and self._calls == _values(known, "tool_calls")):
+                return False
+        except TypeError:  # a mapping that is not a dict, equal to one
             return False
         tail = history[n:]
         if tail and set(map(type, tail)) != {dict}:
@@ -87,8 +92,8 @@ class DictSources:
                 raise MessageError(f"message {i}: {exc}") from None
         copy.extend(new)
         self._dicts.extend(tail)
-        self._contents.extend(map(_CONTENT, tail))
-        self._calls.extend(map(_TOOL_CALLS, tail))
+        self._contents.extend(_values(tail, "content"))
+        self._calls.extend(_values(tail, "tool_calls"))
         return True
 
 

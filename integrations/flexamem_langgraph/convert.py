@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from operator import attrgetter
 from typing import Any
 
 from langchain_core.messages import (
@@ -31,6 +30,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from flexamem_core import FlexAMem, Message, MessageError, ToolCall
 from flexamem_core.host import MEMORY_ID, is_marked, mark
+from flexamem_core.host.incremental import read_attrs
 from flexamem_core.request.counting import message_tokens
 
 #: Id of the rendered memory message (the core's); it never enters the graph state.
@@ -219,7 +219,7 @@ class LangChainCodec:
     """LangChain messages <-> core messages, for :func:`flexamem_core.host.render_host`."""
 
     #: What an edit in place replaces (incremental conversion, :mod:`flexamem_core.host.incremental`).
-    edit_keys = (attrgetter("content"), attrgetter("id"))
+    edit_keys = (read_attrs("content"), read_attrs("id"))
     memo_key = None
     memo_from = 0
 

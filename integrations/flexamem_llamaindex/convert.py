@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from operator import attrgetter
 from typing import Any
 
 from llama_index.core.base.llms.types import (
@@ -29,6 +28,7 @@ from llama_index.core.base.llms.types import (
 )
 
 from flexamem_core import Message, ToolCall
+from flexamem_core.host.incremental import read_attrs
 
 #: LlamaIndex roles folded onto the four roles of the core.
 ROLE_TO_CORE: dict[str, str] = {
@@ -206,7 +206,7 @@ class LlamaIndexCodec:
         self.prefix = prefix
 
     #: What an edit in place replaces (incremental conversion, :mod:`flexamem_core.host.incremental`).
-    edit_keys = (attrgetter("blocks"), attrgetter("role"))
+    edit_keys = (read_attrs("blocks"), read_attrs("role"))
 
     @property
     def memo_key(self) -> int:

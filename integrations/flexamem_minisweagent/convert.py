@@ -23,11 +23,11 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from operator import methodcaller
 from typing import Any, Literal
 
 from flexamem_core import Message, MessageError, ToolCall
 from flexamem_core.host import is_marked, mark
+from flexamem_core.host.incremental import read_keys
 
 Style = Literal["chat", "responses"]
 
@@ -265,7 +265,7 @@ class MiniSweAgentCodec:
     """mini-swe-agent's message dicts <-> core messages, for :func:`flexamem_core.host.render_host`
     (incremental: a growing history converts only its new dicts)."""
 
-    edit_keys = (methodcaller("get", "content"), methodcaller("get", "tool_calls"))
+    edit_keys = (read_keys("content"), read_keys("tool_calls"))
     memo_key = None
     memo_from = 0
 
