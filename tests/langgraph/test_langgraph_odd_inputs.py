@@ -38,27 +38,21 @@ from langgraph.checkpoint.memory import InMemorySaver
 from flexamem_core import FlexAMem
 from flexamem_core.host import config_for_budget
 from flexamem_core.index.embeddings import HashingEmbedder
-from flexamem_core.request.cuts import TRUNCATION_MARK
+from tests.odd_inputs import ODD, PNG_B64, budget_for, is_task, question_for
 from tests.wire_count import request_tokens
 
 BUDGET = 3000
-# A 1x1 PNG: a real image, as a multimodal user message carries it.
-PNG_B64 = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
-ODD = ["empty question", "50,000-character question", "300-token budget", "an image", "an orphan tool result"]
-MARK_HEAD = TRUNCATION_MARK.split("{n}")[0]
 QUESTION = "Which port does the client use?"
 
 
 def _budget(odd: str) -> int:
-    return 300 if odd == "300-token budget" else BUDGET
+    return budget_for(odd, BUDGET)
 
 
 def _odd_turn(odd: str) -> list[BaseMessage]:
     """The messages the odd turn adds to the thread (the question last), with ids (as the reducer would give)."""
-    if odd == "empty question":
-        return [HumanMessage("", id="question")]
-    if odd == "50,000-character question":
-        return [HumanMessage("Why does the port differ? " + "details " * 6250, id="question")]
+    if odd in ("empty question", "50,000-character question"):
+        return [HumanMessage(question_for(odd, QUESTION), id="question")]
     if odd == "an image":
         return [HumanMessage(content=[{"type": "text", "text": "Here is the shelf label. " + QUESTION},
                                       {"type": "image", "base64": PNG_B64, "mime_type": "image/png"}], id="question")]
@@ -69,8 +63,7 @@ def _odd_turn(odd: str) -> list[BaseMessage]:
 
 
 def _holds_task(request: list[BaseMessage], task: str) -> bool:
-    return any(isinstance(m, HumanMessage) and
-               (m.text == task or (m.text.startswith(task[:20]) and MARK_HEAD in m.text)) for m in request)
+    return any(isinstance(m, HumanMessage) and is_task(m.text, task) for m in request)
 
 
 def _investigation(lg: SimpleNamespace, tag: str, budget: int) -> list[AIMessage]:
@@ -145,8 +138,8 @@ def test_create_agent_keeps_the_task_and_every_call_within_the_budget(lg: Simple
     # The odd turn reached the model (the question whole, or cut with the mark).
     question = odd_turn[-1]
     first_after = model.received[len(_investigation(lg, tag, budget))]
-    assert any(m is question or (isinstance(m, HumanMessage) and MARK_HEAD in m.text
-                                 and m.text.startswith(question.text[:20])) for m in first_after)
+    assert any(m is question or (isinstance(m, HumanMessage) and is_task(m.text, question.text))
+               for m in first_after)
 
     # The host's messages were not changed, and the graph state keeps the complete history.
     assert lg.snapshot(before + first + odd_turn) == sent_before

@@ -16,7 +16,6 @@ hold it) and stay within the engine's documented bound:
 from __future__ import annotations
 
 import asyncio
-import base64
 from collections.abc import Callable
 from typing import Any
 
@@ -31,29 +30,20 @@ from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 from llama_index.core.tools import FunctionTool
 
 from flexamem_core.index.embeddings import HashingEmbedder
-from flexamem_core.request.cuts import TRUNCATION_MARK
+from tests.odd_inputs import ODD, PNG, budget_for, is_task, question_for
 
 TASK = "Audit warehouse 12 for me: the ledger to reconcile is LEDGER-5521, due Friday."
 SYSTEM = "You are a careful auditor."
 BUDGET = 2000
 TOOLS = [FunctionTool.from_defaults(read_record), FunctionTool.from_defaults(add)]
-# A 1x1 PNG: a real image block, as a multimodal user message carries it.
-PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQ"
-                       "AAAABJRU5ErkJggg==")
-ODD = ["empty question", "50,000-character question", "300-token budget", "an image", "an orphan tool result"]
-MARK_HEAD = TRUNCATION_MARK.split("{n}")[0]
 
 
 def _budget(odd: str) -> int:
-    return 300 if odd == "300-token budget" else BUDGET
+    return budget_for(odd, BUDGET)
 
 
 def _question(odd: str) -> str:
-    if odd == "empty question":
-        return ""
-    if odd == "50,000-character question":
-        return "Why does the ledger differ? " + "details " * 6000
-    return "Which ledger am I reconciling?"
+    return question_for(odd, "Which ledger am I reconciling?")
 
 
 def _before_question(odd: str, memory: FlexAMemory) -> None:
@@ -70,7 +60,7 @@ def _before_question(odd: str, memory: FlexAMemory) -> None:
 def _holds_task(request: list[ChatMessage]) -> bool:
     for m in request:
         text = m.content or ""
-        if m.role == MessageRole.USER and (text == TASK or (text.startswith(TASK[:20]) and MARK_HEAD in text)):
+        if m.role == MessageRole.USER and is_task(text, TASK):
             return True
     return False
 

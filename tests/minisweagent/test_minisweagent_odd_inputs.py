@@ -48,16 +48,12 @@ from mswea_checks import assert_pairing, plain, role_of
 
 from flexamem_core import FlexAMem
 from flexamem_core.index.embeddings import HashingEmbedder
-from flexamem_core.request.cuts import TRUNCATION_MARK
+from tests.odd_inputs import ODD, PNG_URL, budget_for, is_task, question_for
 from tests.wire_count import request_tokens
 
 BUDGET = 2000
-ODD = ["empty question", "50,000-character question", "300-token budget", "an image", "an orphan tool result"]
 KINDS = ["toolcall", "text"]
-MARK_HEAD = TRUNCATION_MARK.split("{n}")[0]
 QUESTION = "Which value does settings.env hold?"
-PNG_URL = ("data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhK"
-           "mMIQAAAABJRU5ErkJggg==")
 #: A command whose output is an image, in mini-swe-agent's multimodal tags.
 IMAGE_COMMAND = (f"printf '<MSWEA_MULTIMODAL_CONTENT><CONTENT_TYPE>image_url</CONTENT_TYPE>{PNG_URL}"
                  "</MSWEA_MULTIMODAL_CONTENT>'")
@@ -66,15 +62,11 @@ INSTANCE = "Task: {{task}}"
 
 
 def _budget(odd: str) -> int:
-    return 300 if odd == "300-token budget" else BUDGET
+    return budget_for(odd, BUDGET)
 
 
 def _question(odd: str) -> str:
-    if odd == "empty question":
-        return ""
-    if odd == "50,000-character question":
-        return "Why does the token differ? " + "details " * 6250
-    return QUESTION
+    return question_for(odd, QUESTION)
 
 
 def _odd_messages(odd: str) -> list[dict[str, Any]]:
@@ -145,8 +137,7 @@ def _text(message: dict[str, Any]) -> str:
 
 
 def _holds_task(request: list[dict[str, Any]], task: str) -> bool:
-    return any(role_of(m) == "user" and (_text(m) == task or (_text(m).startswith(task[:20]) and MARK_HEAD in _text(m)))
-               for m in request)
+    return any(role_of(m) == "user" and is_task(_text(m), task) for m in request)
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -191,7 +182,7 @@ def test_every_query_keeps_the_task_within_the_budget(tmp_path: Path, odd: str, 
     question = _question(odd)
     newest = inner.received[interrupt_at][-1]
     assert role_of(newest) == "user"
-    assert _text(newest) == question or (MARK_HEAD in _text(newest) and _text(newest).startswith(question[:20]))
+    assert is_task(_text(newest), question)  # whole, or cut with the mark
 
     # The agent's messages keep the complete history; the odd messages were not changed.
     assert odd_messages == given
