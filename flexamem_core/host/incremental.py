@@ -5,10 +5,8 @@ boundary remembers, per memory and per host history (keyed by its first message 
 the host objects of the last call and what the codec made of them; when the next call
 brings the same objects, none edited, plus new ones, the codec converts only the new ones
 (:meth:`IncrementalCodec.extend`). Anything else (an edit, a fork, a removed message) is
-converted afresh. Every check is a pass in C over the history: the remembered host objects
-against the call's (list equality: identity first, so equal objects only where a host made
-new but equal ones), and each value the codec's ``edit_keys`` read (a message edited in
-place has a new value there: a new content, a new id).
+converted afresh (:class:`~flexamem_core.model.history.SeenPrefix`: list equality of the
+host objects and of each value the codec's ``edit_keys`` read, passes in C).
 """
 
 from __future__ import annotations
@@ -18,14 +16,15 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
-from itertools import repeat
-from operator import attrgetter
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
+from ..model.history import SeenPrefix, read_attrs, read_keys
 from .codec import Converted
 
 H = TypeVar("H")
 C = TypeVar("C", bound=Converted)
+
+__all__ = ["MEMO_SIZE", "ConversionMemo", "IncrementalCodec", "memo_of", "read_attrs", "read_keys"]
 
 #: Host histories remembered per memory (one per thread a process serves at once, or more).
 MEMO_SIZE = 64
@@ -59,9 +58,7 @@ class IncrementalCodec(Protocol):
 
 @dataclass
 class _Entry:
-    hosts: list[Any]
-    #: One list per edit key: the values it read from the host messages.
-    keys: list[list[Any]]
+    seen: SeenPrefix
     converted: Any
 
 
@@ -83,54 +80,20 @@ class ConversionMemo:
             entry = self._entries.pop(key, None)
         reads = codec.edit_keys
         remembered = messages[skip:] if skip else messages
-        if entry is not None and _extends(entry, remembered, reads):
-            n = len(entry.hosts)
+        if entry is not None and entry.seen.continues(remembered):
+            n = len(entry.seen.hosts)
             tail = remembered[n:]
             converted = codec.extend(entry.converted, messages, skip + n) if tail or skip else entry.converted
-            entry.hosts.extend(tail)
-            for values, read in zip(entry.keys, reads):
-                values.extend(read(tail))
+            entry.seen.add(tail)
             entry.converted = converted
         else:
             converted = codec.to_core(messages)
-            entry = _Entry(remembered[:], [read(remembered) for read in reads], converted)
+            entry = _Entry(SeenPrefix(remembered, reads), converted)
         with self._lock:
             self._entries[key] = entry  # holds the keyed message, so its id is not reused while remembered
             while len(self._entries) > self._size:
                 self._entries.popitem(last=False)
         return converted
-
-
-def _extends(entry: _Entry, messages: list[Any], reads: Sequence[Callable[[Any], Any]]) -> bool:
-    """Whether ``messages`` starts with the entry's host objects, none edited."""
-    n = len(entry.hosts)
-    if len(messages) < n or messages[n - 1] is not entry.hosts[-1]:
-        return False
-    known = messages[:n] if len(messages) > n else messages
-    return entry.hosts == known and all(values == read(known) for values, read in zip(entry.keys, reads))
-
-
-def read_keys(key: str) -> Callable[[Sequence[Any]], list[Any]]:
-    """An edit key for dict messages: the value of ``key`` in each, read in C (``dict.get``;
-    a non-dict message makes the list unequal to any other, so the history converts afresh)."""
-
-    def read(messages: Sequence[Any]) -> list[Any]:
-        try:
-            return list(map(dict.get, messages, repeat(key)))
-        except TypeError:
-            return [object()]
-
-    return read
-
-
-def read_attrs(name: str) -> Callable[[Sequence[Any]], list[Any]]:
-    """An edit key for message objects: the attribute ``name`` of each, read in C."""
-    getter = attrgetter(name)
-
-    def read(messages: Sequence[Any]) -> list[Any]:
-        return list(map(getter, messages))
-
-    return read
 
 
 _memos: weakref.WeakKeyDictionary[Any, ConversionMemo] = weakref.WeakKeyDictionary()

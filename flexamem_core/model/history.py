@@ -11,16 +11,69 @@ other way is copied anew.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from itertools import islice, repeat
+from operator import attrgetter
 from typing import Any, overload
 
 from .messages import Message, MessageError
 
 
-def _values(dicts: Sequence[Any], key: str) -> list[Any]:
-    """``key``'s value in each dict (None where missing), read in C."""
-    return list(map(dict.get, dicts, repeat(key)))
+def read_keys(key: str) -> Callable[[Sequence[Any]], list[Any]]:
+    """An edit reader for dict messages: the value of ``key`` in each, read in C (``dict.get``;
+    a non-dict message makes the list unequal to any other, so the history is read afresh)."""
+
+    def read(messages: Sequence[Any]) -> list[Any]:
+        try:
+            return list(map(dict.get, messages, repeat(key)))
+        except TypeError:
+            return [object()]
+
+    return read
+
+
+def read_attrs(name: str) -> Callable[[Sequence[Any]], list[Any]]:
+    """An edit reader for message objects: the attribute ``name`` of each, read in C."""
+    getter = attrgetter(name)
+
+    def read(messages: Sequence[Any]) -> list[Any]:
+        return list(map(getter, messages))
+
+    return read
+
+
+class SeenPrefix:
+    """The host messages a conversion was made from, and the values of them that an edit in
+    place replaces (``reads``), so the next call can tell whether its history is the same
+    messages, none edited, plus new ones, and then convert only the new ones.
+
+    The messages are matched by list equality (identity first: a pointer comparison each
+    while the host passes the same objects), and so are the values each reader takes from
+    them. Every check is a pass in C over the history, no Python code per message."""
+
+    __slots__ = ("hosts", "reads", "values")
+
+    def __init__(self, hosts: Sequence[Any], reads: Sequence[Callable[[Sequence[Any]], list[Any]]]) -> None:
+        self.hosts = list(hosts)
+        self.reads = tuple(reads)
+        self.values = [read(self.hosts) for read in self.reads]
+
+    def continues(self, messages: Sequence[Any]) -> bool:
+        """Whether ``messages`` starts with the seen messages, none edited."""
+        n = len(self.hosts)
+        if not n or len(messages) < n or messages[n - 1] is not self.hosts[-1]:
+            return False
+        known = messages[:n] if len(messages) > n else messages
+        try:
+            return self.hosts == known and all(v == read(known) for v, read in zip(self.values, self.reads))
+        except TypeError:  # an object equal to a seen one that a reader cannot read
+            return False
+
+    def add(self, tail: Sequence[Any]) -> None:
+        """The new messages a conversion was extended by."""
+        self.hosts.extend(tail)
+        for values, read in zip(self.values, self.reads):
+            values.extend(read(tail))
 
 
 def grow_copy(copy: list[Message], history: Any) -> bool:
@@ -44,43 +97,28 @@ class DictSources:
     """The message dicts a namespace's copy of the history was read from, so that a call
     bringing the same dicts plus new ones reads only the new ones into :class:`Message`
     objects and grows the copy in place, as :func:`grow_copy` does for ``Message`` lists.
+    A dict edited in place has a new ``content`` or ``tool_calls`` value, which breaks the
+    match (:class:`SeenPrefix`), and the history is then read afresh."""
 
-    The dicts are matched by list equality (identity first, so in a pointer comparison
-    each while the host passes the same dicts), and so are their ``content`` and
-    ``tool_calls`` values: a dict edited in place has a new value there, which breaks the
-    match, and the history is then read afresh. Every check is a pass in C over the history
-    (no Python code per message); the dicts are read, never changed."""
+    __slots__ = ("_seen",)
 
-    __slots__ = ("_calls", "_contents", "_dicts")
+    READS = (read_keys("content"), read_keys("tool_calls"))
 
     def __init__(self) -> None:
-        self._dicts: list[Any] = []
-        self._contents: list[Any] = []
-        self._calls: list[Any] = []
+        self._seen: SeenPrefix | None = None
 
     def remember(self, history: Any) -> None:
         """What the copy was just read from: ``history`` when it is a list of dicts, else nothing."""
-        if type(history) is list and history and set(map(type, history)) == {dict}:
-            self._dicts = history[:]
-            self._contents = _values(history, "content")
-            self._calls = _values(history, "tool_calls")
-        else:
-            self._dicts, self._contents, self._calls = [], [], []
+        is_dicts = type(history) is list and history and set(map(type, history)) == {dict}
+        self._seen = SeenPrefix(history, self.READS) if is_dicts else None
 
     def grow(self, copy: list[Message], history: Any) -> bool:
         """Grow ``copy`` (read from the remembered dicts) by ``history``'s new dicts when
         ``history`` is those dicts, unchanged, plus new ones. False, nothing changed, otherwise."""
-        n = len(self._dicts)
-        if not n or len(copy) != n or type(history) is not list or len(history) < n \
-                or history[n - 1] is not self._dicts[-1]:
+        seen = self._seen
+        if seen is None or len(copy) != len(seen.hosts) or type(history) is not list or not seen.continues(history):
             return False
-        known = history[:n]
-        try:
-            if not (self._dicts == known and self._contents == _values(known, "content")
-                    and self._calls == _values(known, "tool_calls")):
-                return False
-        except TypeError:  # a mapping that is not a dict, equal to one
-            return False
+        n = len(seen.hosts)
         tail = history[n:]
         if tail and set(map(type, tail)) != {dict}:
             return False
@@ -91,9 +129,7 @@ class DictSources:
             except MessageError as exc:
                 raise MessageError(f"message {i}: {exc}") from None
         copy.extend(new)
-        self._dicts.extend(tail)
-        self._contents.extend(_values(tail, "content"))
-        self._calls.extend(_values(tail, "tool_calls"))
+        seen.add(tail)
         return True
 
 
