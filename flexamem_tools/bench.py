@@ -106,6 +106,11 @@ def synthetic_history(units: int, seed: int = 0) -> list[Message]:
     return msgs
 
 
+def _bench_messages(size: int, renders: int) -> list[Message]:
+    """The synthetic run a bench of ``size`` units grows (more steps than it ever renders)."""
+    return synthetic_history(size + renders // 4 + 2, seed=size)
+
+
 def bench_history(size: int, renders: int, unit_tokens: int | None = None) -> tuple[list[Message], int]:
     """The history a bench of ``size`` units grows over ``renders`` calls, and how many of its
     messages write exactly ``size`` units (what is written before the timed calls).
@@ -114,7 +119,7 @@ def bench_history(size: int, renders: int, unit_tokens: int | None = None) -> tu
     the default config's when None), so the size asked for is the size written: the first
     step after the ``size``-th unit is included, since that step is what completes it."""
     unit_tokens = unit_tokens or FlexAMemConfig().unit_tokens
-    history = synthetic_history(size + renders // 4 + 2, seed=size)
+    history = _bench_messages(size, renders)
     packed = pack_units(history[2:], "agent", default_tokenizer(), unit_tokens)
     if len(packed) <= size:
         raise ValueError(f"the synthetic history holds {len(packed)} units, fewer than {size}")
@@ -203,7 +208,7 @@ def measure(size: int, renders: int, budget: int, embedder: Embedder, store_url:
                          "value": got["render_ms_p50"] / max(rescan_ms, 1e-9)})
     rows += _path_rows(mem, history, cut, renders, namespace, units, paths)
     del mem
-    rows += _reopen_rows(store, store_url, namespace, size, renders, budget, timed, units)
+    rows += _reopen_rows(store, store_url, namespace, size, renders, budget, timed, units, cut + 2 * renders)
     for row in rows:
         row["store"] = store_url.split(":", 1)[0]
     return rows
@@ -257,11 +262,11 @@ def _write_and_baselines(mem: FlexAMem, history: list[Message], cut: int, namesp
 
 
 def _reopen_rows(store: Store, store_url: str, namespace: str, size: int, renders: int, budget: int,
-                 timed: TimedEmbedder, units: int) -> list[dict[str, Any]]:
+                 timed: TimedEmbedder, units: int, end: int) -> list[dict[str, Any]]:
     """Reopen the store and render once: in new processes (a persistent store) and in this one."""
     from flexamem_core.stores.url import open_store
 
-    history, cut = bench_history(size, renders, FlexAMemConfig(budget=budget).unit_tokens)
+    history = _bench_messages(size, renders)[:end]
     rows: list[dict[str, Any]] = []
     # As after a restart: the writer has closed the store (SQLite moves its write-ahead log
     # into the file), its writes are on disk, and this run's memory states are gone. A process
@@ -277,7 +282,8 @@ def _reopen_rows(store: Store, store_url: str, namespace: str, size: int, render
         times = []
         for _ in range(3):
             with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
-                times.append(pool.submit(reopen_in_new_process, store_url, namespace, size, renders, budget).result())
+                times.append(pool.submit(reopen_in_new_process, store_url, namespace, size, renders, budget,
+                                             end).result())
         rows.append({"units": units, "metric": "open_and_first_render_new_process_ms", "value": min(times),
                      "slowest_of_3_ms": max(times)})
     # In this process: a new store object and a tokenizer with no counts cached (the BPE
@@ -285,25 +291,25 @@ def _reopen_rows(store: Store, store_url: str, namespace: str, size: int, render
     t0, c0 = time.perf_counter(), time.process_time()
     reopened = FlexAMem(FlexAMemConfig(budget=budget), store=open_store(store_url) if store_url != "memory://"
                         else store, tokenizer=TiktokenTokenizer(), embedder=timed)
-    reopened.render(history[: cut + 2 * renders], namespace=namespace)
+    reopened.render(history, namespace=namespace)
     rows.append({"units": units, "metric": "open_and_first_render_ms", "value": 1000 * (time.perf_counter() - t0)})
     rows.append({"units": units, "metric": "open_and_first_render_cpu_ms", "value": 1000 * (time.process_time() - c0)})
     return rows
 
 
-def reopen_in_new_process(store_url: str, namespace: str, size: int, renders: int, budget: int) -> float:
+def reopen_in_new_process(store_url: str, namespace: str, size: int, renders: int, budget: int, end: int) -> float:
     """Milliseconds to open ``store_url`` and render once, in this (fresh) process, once the
     tokenizer's tables are loaded and the modules imported (process start, not reopening)."""
     from flexamem_core.stores.url import open_store
 
-    history, cut = bench_history(size, renders, FlexAMemConfig(budget=budget).unit_tokens)
+    history = _bench_messages(size, renders)[:end]
     tokenizer, embedder = TiktokenTokenizer(), HashingEmbedder()
     tokenizer.count("warm up")
     embedder.embed(["warm up"])  # the embedder's own start (here scikit-learn's import)
     t0 = time.perf_counter()
     mem = FlexAMem(FlexAMemConfig(budget=budget), store=open_store(store_url), tokenizer=tokenizer,
                    embedder=embedder)
-    mem.render(history[: cut + 2 * renders], namespace=namespace)
+    mem.render(history, namespace=namespace)
     return 1000 * (time.perf_counter() - t0)
 
 
