@@ -42,21 +42,32 @@ def read_attrs(name: str) -> Callable[[Sequence[Any]], list[Any]]:
     return read
 
 
+#: How many of the newest seen messages are checked for an edit in place on every call.
+#: Hosts edit in place near the end of a history (a streamed reply completed, a tool result
+#: filled in); reading every message's values on every call would make each call cost the
+#: whole history (60,000 LangChain messages: about 8 ms per attribute).
+EDIT_WINDOW = 256
+
+
 class SeenPrefix:
     """The host messages a conversion was made from, and the values of them that an edit in
     place replaces (``reads``), so the next call can tell whether its history is the same
     messages, none edited, plus new ones, and then convert only the new ones.
 
-    The messages are matched by list equality (identity first: a pointer comparison each
-    while the host passes the same objects), and so are the values each reader takes from
-    them. Every check is a pass in C over the history, no Python code per message."""
+    Every message is matched by list equality (identity first: a pointer comparison each, in
+    C, while the host passes the same objects; equal values otherwise), so a message replaced,
+    removed or inserted anywhere is seen. The values the readers take are compared for the
+    newest :data:`EDIT_WINDOW` seen messages only: an older message edited in place (the same
+    object, new content) is not seen until the history is read afresh, so a host that rewrites
+    old messages replaces them with new objects (as LangGraph's ``add_messages`` does)."""
 
     __slots__ = ("hosts", "reads", "values")
 
     def __init__(self, hosts: Sequence[Any], reads: Sequence[Callable[[Sequence[Any]], list[Any]]]) -> None:
         self.hosts = list(hosts)
         self.reads = tuple(reads)
-        self.values = [read(self.hosts) for read in self.reads]
+        #: Per reader, its values of the newest :data:`EDIT_WINDOW` seen messages.
+        self.values = [read(self.hosts[-EDIT_WINDOW:]) for read in self.reads]
 
     def continues(self, messages: Sequence[Any]) -> bool:
         """Whether ``messages`` starts with the seen messages, none edited."""
@@ -64,8 +75,9 @@ class SeenPrefix:
         if not n or len(messages) < n or messages[n - 1] is not self.hosts[-1]:
             return False
         known = messages[:n] if len(messages) > n else messages
+        recent = known[-EDIT_WINDOW:]
         try:
-            return self.hosts == known and all(v == read(known) for v, read in zip(self.values, self.reads))
+            return self.hosts == known and all(v == read(recent) for v, read in zip(self.values, self.reads))
         except TypeError:  # an object equal to a seen one that a reader cannot read
             return False
 
@@ -73,7 +85,8 @@ class SeenPrefix:
         """The new messages a conversion was extended by."""
         self.hosts.extend(tail)
         for values, read in zip(self.values, self.reads):
-            values.extend(read(tail))
+            values.extend(read(tail[-EDIT_WINDOW:]))
+            del values[:-EDIT_WINDOW]
 
 
 def grow_copy(copy: list[Message], history: Any) -> bool:

@@ -93,3 +93,42 @@ def test_a_bad_new_dict_names_its_index_and_leaves_the_copy_as_it_was(hashing_em
     history.pop()
     history += _dicts(3)[-2:]
     assert mem.render(history, namespace="t").messages[-1].content.startswith("src/mod_2.py")
+
+
+def test_edits_in_place_are_checked_among_the_newest_messages_and_replacements_anywhere():
+    """Each call compares every seen message by identity (a replaced, removed or inserted dict
+    anywhere breaks the match) and reads values only of the newest EDIT_WINDOW, so a call
+    costs what is new; an edit in place further back is the documented blind spot."""
+    from flexamem_core.model.history import EDIT_WINDOW
+
+    n_steps = EDIT_WINDOW  # 2 * EDIT_WINDOW + 2 dicts: the oldest are outside the window
+    history = _dicts(n_steps)
+    sources, copy_ = DictSources(), [Message.from_dict(d) for d in history]
+    sources.remember(history)
+    grown = history + _dicts(n_steps + 1)[-2:]
+
+    near = list(grown)
+    near[len(history) - EDIT_WINDOW] = {**near[len(history) - EDIT_WINDOW]}  # an equal copy: still growth
+    assert sources.grow(list(copy_), near)
+
+    for i in (3, len(history) - 1):  # far back and newest: a replaced dict is seen anywhere
+        replaced = list(grown)
+        replaced[i] = {**replaced[i], "content": "another output"}
+        assert not remembered(history).grow(list(copy_), replaced)
+
+    in_window = len(history) - EDIT_WINDOW
+    edited = copy.deepcopy(history)
+    seen = remembered(edited)
+    edited[in_window]["content"] = "edited in place"
+    assert not seen.grow(list(copy_), edited + _dicts(n_steps + 1)[-2:])
+
+    edited = copy.deepcopy(history)
+    seen = remembered(edited)
+    edited[in_window - 1]["content"] = "edited in place, outside the window"
+    assert seen.grow(list(copy_), edited + _dicts(n_steps + 1)[-2:])
+
+
+def remembered(history: list[dict]) -> DictSources:
+    sources = DictSources()
+    sources.remember(history)
+    return sources
