@@ -26,6 +26,9 @@ next render drops it (kept for good it would take room from every later memory).
 The paper's render on every call stays available with ``cache_stable=False``. The report
 of every call says which of the three it was and how many tokens of the previous request
 it reuses as a prefix.
+
+The previous request is kept in the store where it has the ``RequestStates`` capability
+(:mod:`.persisted`), so a thread continues the same prefix whichever process serves a call.
 """
 
 from __future__ import annotations
@@ -35,13 +38,14 @@ import weakref
 from dataclasses import dataclass, replace
 
 from ..model.messages import Message
-from ..model.protocols import Tokenizer
+from ..model.protocols import RequestStates, Store, Tokenizer
 from ..render.outcome import CacheStep, Outcome
 from ..render.pipeline import Call, Frame, Pipeline, render_fitted
 from ..render.state import NamespaceState
 from ..request.budget import BudgetError
 from ..request.counting import count_messages
 from ..request.layout import Layout, split_layout
+from . import persisted
 from .extend import Extender
 from .prefix import common_prefix_tokens
 from .sent import SentRequest, append_new
@@ -52,21 +56,34 @@ class StableRequests:
     """Answers each call of a thread with the cheapest of append, extend and render (see the
     module docstring), remembering each namespace's previous request."""
 
-    def __init__(self, pipeline: Pipeline, extender: Extender, tokenizer: Tokenizer) -> None:
+    def __init__(self, pipeline: Pipeline, extender: Extender, tokenizer: Tokenizer, store: Store) -> None:
         self.pipeline, self.extender, self.tokenizer = pipeline, extender, tokenizer
-        #: Namespace -> (its state when the request was sent, the request): a state that was
-        #: dropped and loaded again (the store changed, or the namespace was forgotten) has none.
-        self._sent: dict[str, tuple[weakref.ref[NamespaceState], SentRequest]] = {}
+        #: Where requests are saved for other processes, if the store can keep them.
+        self.saved = store if isinstance(store, RequestStates) else None
+        #: Namespace -> (its state when the request was sent, the request, its saved form): a
+        #: state that was dropped and loaded again (the store changed, or the namespace was
+        #: forgotten) has none.
+        self._sent: dict[str, tuple[weakref.ref[NamespaceState], SentRequest, bytes | None]] = {}
 
-    def previous(self, namespace: str, state: NamespaceState) -> SentRequest | None:
-        """The previous request of the namespace, if its state is still the one it was sent from."""
+    def previous(self, namespace: str, state: NamespaceState, msgs: list[Message]) -> SentRequest | None:
+        """The previous request of the namespace: the one this process sent, if its state is
+        still the one it was sent from and the store holds no other; else the one the store
+        holds, if ``msgs`` continues its history."""
         entry = self._sent.get(namespace)
-        return entry[1] if entry is not None and entry[0]() is state else None
+        mine = entry[1] if entry is not None and entry[0]() is state else None
+        if self.saved is None:
+            return mine
+        data = self.saved.get_request_state(namespace)
+        if data is None:
+            return None
+        if entry is not None and mine is not None and data == entry[2]:
+            return mine
+        return persisted.decode(data, msgs, state.digests.at)
 
     def render(self, state: NamespaceState, namespace: str, msgs: list[Message], grew: bool, call: Call) -> Outcome:
         """The request of one call over ``msgs`` (``grew``: the namespace's copy only grew)."""
         cfg = call.cfg
-        previous = self.previous(namespace, state)
+        previous = self.previous(namespace, state, msgs)
         # The previous request's history is the namespace's copy, which only grew since: no
         # pass over the history is needed to know this call continues it.
         grown = previous is not None and (
@@ -96,7 +113,11 @@ class StableRequests:
         return outcome
 
     def _keep(self, namespace: str, state: NamespaceState, sent: SentRequest) -> None:
-        self._sent[namespace] = (weakref.ref(state), sent)
+        data = None
+        if self.saved is not None:
+            data = persisted.encode(sent, state.digests.at(sent.source, sent.length))
+            self.saved.put_request_state(namespace, data)
+        self._sent[namespace] = (weakref.ref(state), sent, data)
 
     def _fresh(self, state: NamespaceState, namespace: str, layout: Layout, call: Call,
                previous: SentRequest | None, grown: bool) -> Outcome:

@@ -11,6 +11,7 @@ other way is copied anew.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Iterator, Sequence
 from itertools import islice, repeat
 from operator import attrgetter
@@ -144,6 +145,34 @@ class DictSources:
         copy.extend(new)
         seen.add(tail)
         return True
+
+
+class PrefixDigests:
+    """Digests of a history's prefixes, computed once per message: ``at(messages, n)`` names
+    ``messages[:n]`` in 16 bytes the same in every process (each digest chains the one before
+    with the message's :meth:`~Message.fingerprint`), so a request state saved by one process
+    can be checked against another process's history at the cost of its new messages."""
+
+    __slots__ = ("_digests", "_messages")
+
+    def __init__(self) -> None:
+        self._messages: list[Message] = []
+        self._digests: list[bytes] = []
+
+    def at(self, messages: Sequence[Message], n: int) -> bytes:
+        """The digest of ``messages[:n]`` (b"" for none)."""
+        done = len(self._messages)
+        if done and (len(messages) < done or messages[done - 1] is not self._messages[-1]
+                     or list(messages[:done]) != self._messages):
+            self._messages, self._digests = [], []
+            done = 0
+        digests = self._digests
+        last = digests[-1] if digests else b""
+        for m in messages[done:n]:
+            last = hashlib.blake2b(last + m.fingerprint().encode("ascii"), digest_size=16).digest()
+            digests.append(last)
+        self._messages.extend(messages[done:n])
+        return digests[n - 1] if n else b""
 
 
 class MessagesView(Sequence[Message]):

@@ -64,6 +64,18 @@ class RecordWriter(Protocol):
 
 
 @runtime_checkable
+class RequestStates(Protocol):
+    """Optional store capability: one small blob per namespace holding the previous
+    cache-stable request (:mod:`flexamem_core.cache.persisted`), so every process serving a
+    thread continues the same prompt prefix. It may hold units' text (the memory message),
+    so ``delete_unit`` and ``delete_namespace`` must delete it."""
+
+    def get_request_state(self, namespace: str) -> bytes | None: ...
+
+    def put_request_state(self, namespace: str, data: bytes) -> None: ...
+
+
+@runtime_checkable
 class Store(Protocol):
     """Append-only, namespaced storage of units, notes, pieces and memoised merges.
 

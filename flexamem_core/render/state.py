@@ -16,7 +16,7 @@ from typing import Any
 
 from ..index.namespace import NamespaceIndex
 from ..index.snapshot import NamespaceVersions
-from ..model.history import DictSources, grow_copy
+from ..model.history import DictSources, PrefixDigests, grow_copy
 from ..model.messages import Message, as_messages
 from ..model.protocols import Store, Tokenizer
 from ..model.schema import Unit
@@ -48,6 +48,8 @@ class NamespaceState:
     sources: DictSources = field(default_factory=DictSources)
     #: The store's version of the namespace this state reflects (``NamespaceVersions``).
     version: str | None = None
+    #: Digests of ``history``'s prefixes (a saved request state names the history it was made from).
+    digests: PrefixDigests = field(default_factory=PrefixDigests)
 
     def accept(self, history: Sequence[Message | Mapping[str, Any]]) -> tuple[list[Message], bool]:
         """The call's history as the namespace's own copy, and whether that copy only grew

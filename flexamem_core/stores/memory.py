@@ -21,6 +21,7 @@ class _Space:
     pieces: dict[str, list[Piece]] = field(default_factory=dict)
     merged: dict[str, MergedRecord] = field(default_factory=dict)
     index_snapshot: bytes | None = None
+    request_state: bytes | None = None
     version: int = 0
 
 
@@ -112,6 +113,13 @@ class InMemoryStore:
         with self._lock:
             self._space(namespace).index_snapshot = bytes(data)
 
+    def get_request_state(self, namespace: str) -> bytes | None:
+        return self._space(namespace).request_state
+
+    def put_request_state(self, namespace: str, data: bytes) -> None:
+        with self._lock:
+            self._space(namespace).request_state = bytes(data)
+
     def namespaces(self) -> list[str]:
         return [ns for ns, s in self._spaces.items() if s.units]
 
@@ -124,6 +132,7 @@ class InMemoryStore:
             space.notes.pop(key, None)
             space.pieces.pop(key, None)
             space.index_snapshot = None
+            space.request_state = None
             self._changed(space)
             for k, note in space.notes.items():
                 if key in note.links:

@@ -186,6 +186,12 @@ class PostgresStore:
     def put_index_snapshot(self, namespace: str, data: bytes) -> None:
         self._run(self._plans.put_index_snapshot(namespace, data))
 
+    def get_request_state(self, namespace: str) -> bytes | None:
+        return self._run(self._plans.get_request_state(namespace))
+
+    def put_request_state(self, namespace: str, data: bytes) -> None:
+        self._run(self._plans.put_request_state(namespace, data))
+
     def namespaces(self) -> list[str]:
         return self._run(self._plans.namespaces())
 
@@ -303,6 +309,12 @@ class AsyncPostgresStore:
 
     async def put_index_snapshot(self, namespace: str, data: bytes) -> None:
         await self._run(self._plans.put_index_snapshot(namespace, data))
+
+    async def get_request_state(self, namespace: str) -> bytes | None:
+        return await self._run(self._plans.get_request_state(namespace))
+
+    async def put_request_state(self, namespace: str, data: bytes) -> None:
+        await self._run(self._plans.put_request_state(namespace, data))
 
     async def namespaces(self) -> list[str]:
         return await self._run(self._plans.namespaces())

@@ -141,6 +141,8 @@ class Plans:
                                     "deletions = {s}.namespace_deletions.deletions + 1")
         self.put_snapshot_sql = q("INSERT INTO {s}.index_snapshots (namespace, data) VALUES (%s, %s) "
                                   "ON CONFLICT (namespace) DO UPDATE SET data = EXCLUDED.data")
+        self.put_request_state_sql = q("INSERT INTO {s}.request_states (namespace, data) VALUES (%s, %s) "
+                                       "ON CONFLICT (namespace) DO UPDATE SET data = EXCLUDED.data")
 
     def _reads(self, q: Callable[[str], Any]) -> None:
         """The statements that read rows."""
@@ -163,12 +165,14 @@ class Plans:
                              "(SELECT COALESCE(MAX(deletions), 0) FROM {s}.namespace_deletions WHERE namespace = %s)")
         self.all_merged_sql = q("SELECT data FROM {s}.merged WHERE namespace = %s ORDER BY key")
         self.get_snapshot_sql = q("SELECT data FROM {s}.index_snapshots WHERE namespace = %s")
+        self.get_request_state_sql = q("SELECT data FROM {s}.request_states WHERE namespace = %s")
         self.namespaces_sql = q("SELECT namespace FROM {s}.units GROUP BY namespace ORDER BY MIN(seq)")
         self.covers_sql = q("SELECT merged_key, covered FROM {s}.merged_covers WHERE namespace = %s")
 
     def _deletes(self, q: Callable[[str], Any]) -> None:
         """The statements that delete rows."""
         self.delete_snapshot_sql = q("DELETE FROM {s}.index_snapshots WHERE namespace = %s")
+        self.delete_request_state_sql = q("DELETE FROM {s}.request_states WHERE namespace = %s")
         self.delete_unit_sql = q("DELETE FROM {s}.units WHERE namespace = %s AND key = %s RETURNING seq")
         self.delete_unit_rows = (
             q("DELETE FROM {s}.notes WHERE namespace = %s AND key = %s"),
@@ -181,7 +185,8 @@ class Plans:
         self.delete_namespace_sql = q("DELETE FROM {s}.units WHERE namespace = %s")
         self.delete_namespace_rows = tuple(q(f"DELETE FROM {{s}}.{t} WHERE namespace = %s")
                                            for t in ("notes", "pieces", "links", "merged", "merged_covers",
-                                                     "index_snapshots", "namespace_deletions"))
+                                                     "index_snapshots", "request_states",
+                                                     "namespace_deletions"))
 
     def _lock(self, namespace: str) -> Call:
         """Serialises writers of one namespace until the transaction ends."""
@@ -311,6 +316,18 @@ class Plans:
         yield self._lock(ns)
         yield Call(self.put_snapshot_sql, (ns, data))
 
+    def get_request_state(self, namespace: str) -> Plan[bytes | None]:
+        check_namespace(namespace)
+        return self._rows(self.get_request_state_sql, (namespace,),
+                          lambda rows: bytes(rows[0][0]) if rows else None, binary=True)
+
+    def put_request_state(self, namespace: str, data: bytes) -> Plan[None]:
+        check_namespace(namespace)
+        return self._put_request_state(namespace, data)
+
+    def _put_request_state(self, ns: str, data: bytes) -> Plan[None]:
+        yield Call(self.put_request_state_sql, (ns, data))
+
     def namespaces(self) -> Plan[list[str]]:
         return self._rows(self.namespaces_sql, (), lambda rows: [r[0] for r in rows])
 
@@ -332,6 +349,7 @@ class Plans:
         for statement in self.delete_unit_rows:
             yield Call(statement, (ns, key))
         yield Call(self.delete_snapshot_sql, (ns,))
+        yield Call(self.delete_request_state_sql, (ns,))
         yield Call(self.count_deletion_sql, (ns,))
         covers: dict[str, list[str]] = {}
         for mkey, covered in (yield Call(self.covers_sql, (ns,))):

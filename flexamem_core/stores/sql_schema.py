@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from string import Template
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 _V1 = [
     """CREATE TABLE ${p}units (
@@ -57,6 +57,13 @@ _V4 = [
     "CREATE INDEX IF NOT EXISTS notes_keys ON ${p}notes (namespace, seq, key)",
 ]
 
+# Version 5: the previous cache-stable request of each namespace (``RequestStates``), so
+# every process serving a thread continues the same prompt prefix.
+_V5 = [
+    """CREATE TABLE IF NOT EXISTS ${p}request_states (
+        namespace TEXT NOT NULL PRIMARY KEY, data $blob NOT NULL)""",
+]
+
 _DIALECTS = {
     "sqlite": {"p": "", "seq_pk": "INTEGER PRIMARY KEY AUTOINCREMENT", "int": "INTEGER", "blob": "BLOB"},
     # PostgreSQL statements keep a {s} placeholder that the store fills with its quoted schema.
@@ -69,4 +76,4 @@ def migrations(dialect: str) -> dict[int, list[str]]:
     """Migrations by target version for ``sqlite`` or ``postgres``; each list is one transaction."""
     words = _DIALECTS[dialect]
     return {version: [Template(statement).substitute(words) for statement in statements]
-            for version, statements in ((1, _V1), (2, _V2), (3, _V3), (4, _V4))}
+            for version, statements in ((1, _V1), (2, _V2), (3, _V3), (4, _V4), (5, _V5))}

@@ -278,6 +278,17 @@ class SQLiteStore:
             conn.execute("INSERT INTO index_snapshots (namespace, data) VALUES (?, ?) "
                          "ON CONFLICT (namespace) DO UPDATE SET data = excluded.data", (namespace, data))
 
+    def get_request_state(self, namespace: str) -> bytes | None:
+        check_namespace(namespace)
+        rows = self._read("SELECT data FROM request_states WHERE namespace = ?", (namespace,))
+        return bytes(rows[0][0]) if rows else None
+
+    def put_request_state(self, namespace: str, data: bytes) -> None:
+        check_namespace(namespace)
+        with self._write() as conn:
+            conn.execute("INSERT INTO request_states (namespace, data) VALUES (?, ?) "
+                         "ON CONFLICT (namespace) DO UPDATE SET data = excluded.data", (namespace, data))
+
     def namespaces(self) -> list[str]:
         return [r[0] for r in self._read(
             "SELECT namespace FROM units GROUP BY namespace ORDER BY MIN(seq)", ())]
@@ -295,6 +306,7 @@ class SQLiteStore:
                                   ("links", "dst")):
                 conn.execute(f"DELETE FROM {table} WHERE namespace = ? AND {column} = ?", (namespace, key))
             conn.execute("DELETE FROM index_snapshots WHERE namespace = ?", (namespace,))
+            conn.execute("DELETE FROM request_states WHERE namespace = ?", (namespace,))
             conn.execute("INSERT INTO namespace_deletions (namespace, deletions) VALUES (?, 1) ON CONFLICT "
                          "(namespace) DO UPDATE SET deletions = namespace_deletions.deletions + 1", (namespace,))
             covers: dict[str, list[str]] = {}
@@ -314,7 +326,7 @@ class SQLiteStore:
             deleted = conn.execute("DELETE FROM units WHERE namespace = ?", (namespace,)).rowcount
             # seq never repeats (AUTOINCREMENT), so the version after this differs from any before
             for table in ("notes", "pieces", "links", "merged", "merged_covers", "index_snapshots",
-                          "namespace_deletions"):
+                          "request_states", "namespace_deletions"):
                 conn.execute(f"DELETE FROM {table} WHERE namespace = ?", (namespace,))
         self._checkpoint()
         return deleted

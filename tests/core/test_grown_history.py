@@ -101,7 +101,7 @@ def test_a_host_that_appends_to_one_list_gets_what_a_fresh_copy_per_call_gets():
     assert [n.unit_key for n in grown_mem.store.notes("t")] == [n.unit_key for n in fresh_mem.store.notes("t")]
     # white-box: the first run took the grown path (the copy kept, the chain matched on it), the second did not
     space, other = grown_mem.state("t"), fresh_mem.state("t")
-    sent = grown_mem._stable.previous("t", space)
+    sent = grown_mem._stable.previous("t", space, space.history)
     assert sent is not None and sent.source is space.history and space.chain_on_history
     assert not other.chain_on_history
 

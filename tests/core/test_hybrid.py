@@ -182,7 +182,7 @@ def test_an_old_store_without_piece_vectors_keeps_working_and_gains_them_for_new
     conn.close()
     counting = CountingEmbedder(embedder)
     store = SQLiteStore(path)
-    assert store.schema_version == SCHEMA_VERSION == 4
+    assert store.schema_version == SCHEMA_VERSION == 5
     assert all(p.embedding is None for p in store.iter_pieces("default"))
     mem = reader(counting, tokenizer, store=store)
     n_old = len(mem.state("default").index.doc_unit)

@@ -66,7 +66,7 @@ def test_sqlite_of_schema_version_1_is_upgraded_in_place(tmp_path):
                                                     "ALTER TABLE pieces DROP COLUMN embedding"])
     upgraded = open_store(f"sqlite:///{path}")
     assert [n.unit_key for n in upgraded.notes("ns")] == [t[0].key for t in chain]
-    assert upgraded.schema_version == SCHEMA_VERSION == 4
+    assert upgraded.schema_version == SCHEMA_VERSION == 5
     upgraded.put_index_snapshot("ns", b"x")
     assert upgraded.get_index_snapshot("ns") == b"x"
     assert all(p.embedding is None for p in upgraded.iter_pieces("ns"))  # written before piece vectors
