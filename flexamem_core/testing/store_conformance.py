@@ -30,7 +30,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ..index.snapshot import IndexSnapshots, MergedListing, NamespaceVersions, NotesFrom
-from ..model.protocols import Store
+from ..model.protocols import RequestStates, Store
 from ..stores import ForgettingStore, NamespaceError, forget_tenant, open_store, store_url
 from .backend import StoreBackend
 from .storekit import make_chain, make_merged, make_unit, snapshot
@@ -383,6 +383,35 @@ class StoreConformance:
         store.put_index_snapshot("tenant-z", CANARY.encode())
         assert store.delete_namespace("tenant-z") == 1
         assert store.get_index_snapshot("tenant-z") is None
+        assert CANARY not in backend.raw_dump(store)
+
+    def test_request_states_are_kept_per_namespace_and_forgotten_with_their_units(self, backend):
+        """The optional ``RequestStates`` capability: a thread's previous cache-stable request,
+        one blob per namespace, exact bytes, replaced on put, read by a reopened store, and
+        deleted by any forgetting (its memory message holds units' text)."""
+        store = backend.first
+        if not isinstance(store, RequestStates):
+            pytest.skip(f"{type(store).__name__} keeps no request state (each process keeps its own)")
+        chain = make_chain("req", 3)
+        write_all(store, NS, chain)
+        write_all(store, "tenant-z", make_chain("other", 1))
+        assert store.get_request_state(NS) is None
+        blob = bytes(range(256)) + CANARY.encode()
+        store.put_request_state(NS, blob)
+        assert store.get_request_state(NS) == blob
+        assert store.get_request_state("tenant-z") is None
+        store.put_request_state(NS, b"second " + CANARY.encode())
+        assert store.get_request_state(NS) == b"second " + CANARY.encode()
+        if backend.persistent:
+            assert backend.open().get_request_state(NS) == b"second " + CANARY.encode()
+        store.put_request_state("tenant-z", b"z")
+        assert store.delete_unit(NS, chain[1][0].key)
+        assert store.get_request_state(NS) is None
+        assert CANARY not in backend.raw_dump(store)
+        assert store.get_request_state("tenant-z") == b"z"
+        store.put_request_state("tenant-z", CANARY.encode())
+        assert store.delete_namespace("tenant-z") == 1
+        assert store.get_request_state("tenant-z") is None
         assert CANARY not in backend.raw_dump(store)
 
     def test_a_store_reopens_from_its_own_url(self, backend):
