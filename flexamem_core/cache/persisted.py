@@ -55,7 +55,7 @@ def encode(sent: SentRequest, digest: bytes) -> bytes:
         "length": sent.length, "digest": digest.hex(), "verbatim_from": sent.verbatim_from,
         "old_units": sent.old_units, "literal": [m.to_dict() for m in literal], "tail": tail,
         "memory_text": outcome.memory_text, "tokens": outcome.tokens,
-        "report": dataclasses.asdict(outcome.report),
+        "report": _report_fields(outcome.report),
     }
     return zlib.compress(json.dumps(state, separators=(",", ":"), default=str).encode("ascii"), 1)
 
@@ -78,6 +78,15 @@ def decode(data: bytes, history: list[Message], digest_at: Callable[[Sequence[Me
                            state["verbatim_from"], state["old_units"], length)
     except (ValueError, KeyError, TypeError, zlib.error):
         return None  # not a state this version wrote: the call renders afresh
+
+
+def _report_fields(report: Report) -> dict[str, Any]:
+    """The report's fields as JSON can write them (its rows are JSON values already: no deep
+    copy, which would cost more than the rest of an appended call)."""
+    out = {f.name: getattr(report, f.name) for f in dataclasses.fields(report)}
+    if report.cache is not None:
+        out["cache"] = dataclasses.asdict(report.cache)
+    return out
 
 
 def _report(fields: dict[str, Any]) -> Report:

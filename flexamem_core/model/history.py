@@ -153,19 +153,23 @@ class PrefixDigests:
     with the message's :meth:`~Message.fingerprint`), so a request state saved by one process
     can be checked against another process's history at the cost of its new messages."""
 
-    __slots__ = ("_digests", "_messages")
+    __slots__ = ("_digests", "_list", "_messages")
 
     def __init__(self) -> None:
         self._messages: list[Message] = []
         self._digests: list[bytes] = []
+        #: The list last digested: a namespace's own copy of its history, which only grows in
+        #: place, so the same list again needs no check of the messages already digested.
+        self._list: Sequence[Message] | None = None
 
     def at(self, messages: Sequence[Message], n: int) -> bytes:
         """The digest of ``messages[:n]`` (b"" for none)."""
         done = len(self._messages)
         if done and (len(messages) < done or messages[done - 1] is not self._messages[-1]
-                     or list(messages[:done]) != self._messages):
+                     or (messages is not self._list and list(messages[:done]) != self._messages)):
             self._messages, self._digests = [], []
             done = 0
+        self._list = messages
         digests = self._digests
         last = digests[-1] if digests else b""
         for m in messages[done:n]:
