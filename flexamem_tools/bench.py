@@ -349,6 +349,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="units written with the real model to measure its cost (0: skip)")
     parser.add_argument("--store", default="memory://",
                         help="store URL to measure on (memory://, sqlite:///bench.db, postgresql://...)")
+    parser.add_argument("--workers", metavar="PxT",
+                        help="instead: a load test of P processes x T threads serving agent threads on --store "
+                        "(e.g. 4x8 on postgresql://...): units lost or duplicated, requests over budget or unlike "
+                        "one process's, render p50/p95")
+    parser.add_argument("--agents", type=int, default=32, help="agent threads of the load test (default 32)")
+    parser.add_argument("--steps", type=int, default=40, help="tool steps per agent thread of the load test "
+                        "(default 40)")
     parser.add_argument("--out", help="also write the rows to this JSON file")
 
 
@@ -372,6 +379,8 @@ def scaling_rows(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.workers:
+        return run_workers(args)
     rows: list[dict[str, Any]] = []
     if args.embed_sample:
         rows.append(embedding_cost(args.embed_sample))
@@ -389,3 +398,31 @@ def run(args: argparse.Namespace) -> int:
         with open(args.out, "w") as fh:
             json.dump(rows, fh, indent=1)
     return 0
+
+
+def run_workers(args: argparse.Namespace) -> int:
+    """``--workers PxT``: the load test of :mod:`flexamem_tools.bench_workers`; exit 1 when a
+    unit was lost or duplicated, a request went over budget, or a call failed."""
+    from .bench_workers import LoadPlan, run_load
+
+    try:
+        processes, threads = (int(x) for x in args.workers.lower().split("x"))
+    except ValueError:
+        raise SystemExit(f"--workers takes PxT (processes x threads), e.g. 4x8; got {args.workers!r}") from None
+    if args.store.startswith("memory:"):
+        raise SystemExit("--workers needs a store other processes can open: --store sqlite:///load.db or "
+                         "--store postgresql://...")
+    plan = LoadPlan(args.store, processes, threads, args.agents, args.steps, args.budget,
+                    run=f"load-{random.Random().randrange(1 << 30)}")
+    got = run_load(plan)
+    print(f"store {args.store.split(':', 1)[0]}, {processes} processes x {threads} threads, "
+          f"{plan.agents} agent threads of {plan.steps} steps, budget {plan.budget}")
+    for key, value in got.items():
+        shown = f"{value:.2f}" if isinstance(value, float) else str(value)
+        print(f"  {key:<34} {shown}")
+    if args.out:
+        with open(args.out, "w") as fh:
+            json.dump({**got, "store": args.store.split(":", 1)[0], "budget": plan.budget, "steps": plan.steps}, fh,
+                      indent=1)
+    bad = got["errors"] or got["over_budget"] or got["units_lost"] or got["units_duplicated"]
+    return 1 if bad else 0
