@@ -63,5 +63,31 @@ def catch_up(n_units: int, namespace: str, progress: Any = None) -> Iterator[Any
     start = time.perf_counter()
     with tqdm(total=n_units, desc=f"flexamem: notes for {namespace}", unit="unit", disable=None,
               leave=False) as bar:
-        yield bar
+        yield LoggedProgress(bar, n_units, namespace)
     logger.info("namespace %s: %d units written in %.1f s", namespace, n_units, time.perf_counter() - start)
+
+
+#: Seconds between the INFO lines of a long catch-up.
+PROGRESS_LOG_SECONDS = 10.0
+
+
+class LoggedProgress:
+    """A catch-up's progress bar that also logs, every :data:`PROGRESS_LOG_SECONDS`, how many
+    units are written and about how long the rest will take: the bar is off where stderr is
+    not a terminal (a server, a batch job), and a first call over a long history can take
+    minutes, so the host's logs say what it is waiting for."""
+
+    def __init__(self, bar: Any, total: int, namespace: str) -> None:
+        self.bar, self.total, self.namespace = bar, total, namespace
+        self.done = 0
+        self.start = self.logged = time.perf_counter()
+
+    def update(self, n: int = 1) -> None:
+        self.bar.update(n)
+        self.done += n
+        now = time.perf_counter()
+        if now - self.logged >= PROGRESS_LOG_SECONDS and self.done < self.total:
+            self.logged = now
+            rate = self.done / max(now - self.start, 1e-9)
+            logger.info("namespace %s: %d of %d units written, about %.0f s left", self.namespace, self.done,
+                        self.total, (self.total - self.done) / rate)

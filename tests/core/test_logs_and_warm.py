@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 
 from flexamem_core import FlexAMem, FlexAMemConfig, Tuning
+from flexamem_core.index import warm
 from flexamem_core.index.embeddings import SentenceTransformerEmbedder
 from flexamem_core.index.warm import CATCH_UP_BAR_UNITS
 from flexamem_tools.demo_data import agent_history
@@ -67,6 +68,21 @@ def test_a_long_catch_up_is_announced_and_its_bar_stays_off_without_a_terminal(c
     assert len(announced) == 1
     assert int(announced[0].split("writing notes for ")[1].split()[0]) >= CATCH_UP_BAR_UNITS
     assert "flexamem: notes" not in capsys.readouterr().err  # tqdm(disable=None): off on a non-terminal
+
+
+def test_a_long_catch_up_logs_its_progress_with_an_estimate(caplog, monkeypatch, tokenizer, hashing_embedder):
+    """Where no bar shows (no terminal), the host's log says how far a first call over a long
+    history is and how long the rest will take (a line per PROGRESS_LOG_SECONDS; every unit here)."""
+    monkeypatch.setattr(warm, "PROGRESS_LOG_SECONDS", 0.0)
+    mem = FlexAMem(FlexAMemConfig(budget=3000, tuning=Tuning(agent_unit_tokens=50)), tokenizer=tokenizer,
+                   embedder=hashing_embedder)
+    caplog.set_level(logging.INFO, logger="flexamem")
+    mem.render(agent_history(), namespace="resumed")
+    lines = [r.getMessage() for r in _records(caplog, logging.INFO) if " units written, about " in r.getMessage()]
+    total = len(mem.store.notes("resumed"))
+    counts = [int(line.split(": ")[1].split(" of ")[0]) for line in lines]
+    assert counts == list(range(1, len(counts) + 1)) and len(counts) >= total - 2  # every unit but the last
+    assert all(f" of {total} units written, about " in line and line.endswith(" s left") for line in lines)
 
 
 def test_warm_loads_the_model_in_the_background_and_logs_the_first_load(caplog, tokenizer):
