@@ -29,6 +29,9 @@ class SentRequest:
     #: Messages of ``source`` this request was made from: the list may be the namespace's own
     #: copy of the history (:mod:`flexamem_core.model.history`), which later calls grow in place.
     length: int
+    #: False for a request read from the store that another history was made from (then
+    #: ``source`` is empty and no history continues it).
+    known_source: bool = True
 
     @classmethod
     def of(cls, budget: int, extra_tokens: int, query: str | None, source: list[Message],
@@ -56,6 +59,8 @@ class SentRequest:
 
     def continues(self, history: Sequence[Message], budget: int, extra_tokens: int, query: str | None) -> bool:
         """Whether ``history`` is this request's history plus new messages, for the same call settings."""
+        if not self.known_source:
+            return False
         source = self.source if len(self.source) == self.length else self.source[:self.length]
         return self.same_call(budget, extra_tokens, query) and same_prefix(history, source)
 

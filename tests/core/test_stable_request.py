@@ -126,6 +126,23 @@ def test_a_restart_continues_the_saved_request(tokenizer, hashing_embedder, long
     assert len(store.notes("default")) == len(never_restarted.store.notes("default")), "nothing written twice"
 
 
+def test_a_fork_served_by_another_instance_renders_as_in_one_instance(tokenizer, hashing_embedder, long_run):
+    """A history that does not continue the saved request (a fork) is rendered afresh against
+    that request (its report measured against it), whichever instance made the request."""
+    cfg = FlexAMemConfig(budget=3000)
+    store = InMemoryStore()
+    calls = model_calls(long_run)
+    fork = [*calls[30], {"role": "assistant", "content": "THOUGHT: another way\n```bash\nls\n```", "id": "fork"}]
+    first, second = (FlexAMem(cfg, store=store, tokenizer=tokenizer, embedder=hashing_embedder) for _ in range(2))
+    one = FlexAMem(cfg, store=InMemoryStore(), tokenizer=tokenizer, embedder=hashing_embedder)
+    for h in calls[:36]:
+        first.render(h)
+        one.render(h)
+    got, want = second.render(fork), one.render(fork)
+    assert got.messages == want.messages and got.report == json.loads(json.dumps(want.report))
+    assert got.report["cache"]["step"] == "render"
+
+
 @pytest.fixture(scope="module")
 def long_run() -> list[dict]:
     """A text-action agent run of 40 steps with ~250-token observations."""
