@@ -16,6 +16,8 @@ process sends call by call (the cache-stable request continued across processes)
 
 from __future__ import annotations
 
+import hashlib
+import json
 import multiprocessing as mp
 import queue
 import threading
@@ -30,6 +32,7 @@ from flexamem_core import FlexAMem, FlexAMemConfig, InMemoryStore
 from flexamem_core.index.embeddings import HashingEmbedder
 from flexamem_core.request.counting import count_messages
 from flexamem_core.request.wire import chat_message
+from flexamem_core.stores import open_store
 
 from .bench import synthetic_history
 
@@ -58,17 +61,12 @@ def agent_calls(plan: LoadPlan, agent: int) -> list[list[dict[str, Any]]]:
 
 
 def _request_digest(messages: Sequence[Any]) -> str:
-    import hashlib
-    import json
-
     wire = json.dumps([chat_message(m) for m in messages], sort_keys=True, ensure_ascii=False)
     return hashlib.sha256(wire.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _worker_process(plan: LoadPlan, jobs: Any, results: Any) -> None:
     """One worker process: one memory on the shared store, ``plan.threads`` threads taking jobs."""
-    from flexamem_core.stores import open_store
-
     mem = FlexAMem(FlexAMemConfig(budget=plan.budget), store=open_store(plan.url), embedder=HashingEmbedder())
     calls = {a: agent_calls(plan, a) for a in range(plan.agents)}
     effective = mem.config.effective_budget
@@ -138,8 +136,6 @@ def _figures(plan: LoadPlan, got: dict[tuple[int, int], tuple[Any, ...]], n_call
     times = [r[1] for r in got.values() if r[1] is not None]
     over = sum(1 for r in got.values() if r[1] is not None and r[3] > r[4])
     hops = sum(1 for (a, i), r in got.items() if i and got[(a, i - 1)][0] != r[0])
-    from flexamem_core.stores import open_store
-
     store = open_store(plan.url)
     lost = duplicated = differing = 0
     for agent in range(plan.agents):

@@ -360,59 +360,17 @@ class StoreConformance:
     def test_index_snapshots_are_kept_per_namespace_and_forgotten_with_their_units(self, backend):
         """The optional ``IndexSnapshots`` capability: one blob per namespace, exact bytes, replaced
         on put, and deleted by any forgetting (it holds the terms of every unit it covers)."""
-        store = backend.first
-        if not isinstance(store, IndexSnapshots):
-            pytest.skip(f"{type(store).__name__} keeps no index snapshot (the index is rebuilt on open)")
-        chain = make_chain("snap", 3)
-        write_all(store, NS, chain)
-        write_all(store, "tenant-z", make_chain("other", 1))
-        assert store.get_index_snapshot(NS) is None
-        blob = bytes(range(256)) + CANARY.encode()
-        store.put_index_snapshot(NS, blob)
-        assert store.get_index_snapshot(NS) == blob
-        assert store.get_index_snapshot("tenant-z") is None
-        store.put_index_snapshot(NS, b"second " + CANARY.encode())
-        assert store.get_index_snapshot(NS) == b"second " + CANARY.encode()
-        if backend.persistent:
-            assert backend.open().get_index_snapshot(NS) == b"second " + CANARY.encode()
-        store.put_index_snapshot("tenant-z", b"z")
-        assert store.delete_unit(NS, chain[1][0].key)
-        assert store.get_index_snapshot(NS) is None
-        assert CANARY not in backend.raw_dump(store)
-        assert store.get_index_snapshot("tenant-z") == b"z"
-        store.put_index_snapshot("tenant-z", CANARY.encode())
-        assert store.delete_namespace("tenant-z") == 1
-        assert store.get_index_snapshot("tenant-z") is None
-        assert CANARY not in backend.raw_dump(store)
+        if not isinstance(backend.first, IndexSnapshots):
+            pytest.skip(f"{type(backend.first).__name__} keeps no index snapshot (the index is rebuilt on open)")
+        _check_namespace_blobs(backend, "get_index_snapshot", "put_index_snapshot")
 
     def test_request_states_are_kept_per_namespace_and_forgotten_with_their_units(self, backend):
         """The optional ``RequestStates`` capability: a thread's previous cache-stable request,
         one blob per namespace, exact bytes, replaced on put, read by a reopened store, and
         deleted by any forgetting (its memory message holds units' text)."""
-        store = backend.first
-        if not isinstance(store, RequestStates):
-            pytest.skip(f"{type(store).__name__} keeps no request state (each process keeps its own)")
-        chain = make_chain("req", 3)
-        write_all(store, NS, chain)
-        write_all(store, "tenant-z", make_chain("other", 1))
-        assert store.get_request_state(NS) is None
-        blob = bytes(range(256)) + CANARY.encode()
-        store.put_request_state(NS, blob)
-        assert store.get_request_state(NS) == blob
-        assert store.get_request_state("tenant-z") is None
-        store.put_request_state(NS, b"second " + CANARY.encode())
-        assert store.get_request_state(NS) == b"second " + CANARY.encode()
-        if backend.persistent:
-            assert backend.open().get_request_state(NS) == b"second " + CANARY.encode()
-        store.put_request_state("tenant-z", b"z")
-        assert store.delete_unit(NS, chain[1][0].key)
-        assert store.get_request_state(NS) is None
-        assert CANARY not in backend.raw_dump(store)
-        assert store.get_request_state("tenant-z") == b"z"
-        store.put_request_state("tenant-z", CANARY.encode())
-        assert store.delete_namespace("tenant-z") == 1
-        assert store.get_request_state("tenant-z") is None
-        assert CANARY not in backend.raw_dump(store)
+        if not isinstance(backend.first, RequestStates):
+            pytest.skip(f"{type(backend.first).__name__} keeps no request state (each process keeps its own)")
+        _check_namespace_blobs(backend, "get_request_state", "put_request_state")
 
     def test_a_store_reopens_from_its_own_url(self, backend):
         """``store_url(store)`` names the same data: an adapter can serialise any store as a string."""
@@ -489,3 +447,31 @@ class StoreConformance:
         held = [v for i, v in enumerate(seen) if i not in (0, len(seen) - 2)]
         assert len(set(held)) == len(held) and not empty & set(held), seen
         assert store.namespace_version("tenant-z") == other
+
+
+def _check_namespace_blobs(backend: StoreBackend, get_name: str, put_name: str) -> None:
+    """A capability that keeps one blob per namespace (``get_name`` / ``put_name``): exact bytes,
+    replaced on put, read by a reopened store, deleted with any unit or the namespace."""
+    store = backend.first
+    get, put = getattr(store, get_name), getattr(store, put_name)
+    chain = make_chain("blob", 3)
+    write_all(store, NS, chain)
+    write_all(store, "tenant-z", make_chain("other", 1))
+    assert get(NS) is None
+    blob = bytes(range(256)) + CANARY.encode()
+    put(NS, blob)
+    assert get(NS) == blob
+    assert get("tenant-z") is None
+    put(NS, b"second " + CANARY.encode())
+    assert get(NS) == b"second " + CANARY.encode()
+    if backend.persistent:
+        assert getattr(backend.open(), get_name)(NS) == b"second " + CANARY.encode()
+    put("tenant-z", b"z")
+    assert store.delete_unit(NS, chain[1][0].key)
+    assert get(NS) is None
+    assert CANARY not in backend.raw_dump(store)
+    assert get("tenant-z") == b"z"
+    put("tenant-z", CANARY.encode())
+    assert store.delete_namespace("tenant-z") == 1
+    assert get("tenant-z") is None
+    assert CANARY not in backend.raw_dump(store)

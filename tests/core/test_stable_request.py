@@ -19,18 +19,13 @@ from flexamem_core.cache.prefix import common_prefix_tokens
 from flexamem_core.recall.assembly import MEMORY_CLOSE
 from flexamem_core.request.counting import count_messages
 from flexamem_core.request.properties import Context, problems
+from tests.agent_runs import model_calls, text_action_run
 
 from .checks import CountingEmbedder, independent_tokens, structure_problem
 from .strategies import agent_history
 
 # Each example renders every prefix of its history, so fewer examples than the one-call properties.
 CALLS = settings(deadline=None, suppress_health_check=list(HealthCheck), max_examples=40)
-
-
-def model_calls(history: list[dict]) -> list[list[dict]]:
-    """The history before every model call of the run (each assistant message), plus the end."""
-    cuts = [i for i, m in enumerate(history) if m["role"] == "assistant"] + [len(history)]
-    return [history[:i] for i in cuts if i > 0]
 
 
 def run(mem: FlexAMem, history: list[dict], budget: int | None = None) -> list:
@@ -145,16 +140,7 @@ def test_a_fork_served_by_another_instance_renders_as_in_one_instance(tokenizer,
 
 @pytest.fixture(scope="module")
 def long_run() -> list[dict]:
-    """A text-action agent run of 40 steps with ~250-token observations."""
-    msgs = [{"role": "system", "content": "You are a shell agent.", "id": "sys"},
-            {"role": "user", "content": "Find why the build fails.", "id": "task"}]
-    for i in range(40):
-        msgs.append({"role": "assistant", "content": f"THOUGHT: look at part {i}\n```bash\ncat src/mod_{i}.py\n```",
-                     "id": f"a{i}"})
-        body = "\n".join(f"src/mod_{i}.py:{j}: value_{i}_{j} = compute({j}, {i * j})" for j in range(18))
-        msgs.append({"role": "user", "content": f"<returncode>0</returncode>\n<output>\n{body}\n</output>",
-                     "id": f"o{i}"})
-    return msgs
+    return text_action_run(40)
 
 
 def test_an_extension_moves_every_unit_it_can_into_the_memory(tokenizer, hashing_embedder, long_run):

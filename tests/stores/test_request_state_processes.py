@@ -15,10 +15,11 @@ from pathlib import Path
 
 import pytest
 from conftest import _make_backend
-from request_worker import agent_run, model_calls, serve
+from request_worker import serve
 
 from flexamem_core import FlexAMem, FlexAMemConfig, InMemoryStore
 from flexamem_core.index.embeddings import HashingEmbedder
+from tests.agent_runs import model_calls, text_action_run
 
 WORKER = str(Path(__file__).with_name("request_worker.py"))
 BUDGET = 3000
@@ -53,7 +54,7 @@ def shared_backend(request, tmp_path):
 
 
 def test_two_processes_alternating_send_what_one_process_sends(shared_backend):
-    calls = model_calls(agent_run())
+    calls = model_calls(text_action_run())
     one = FlexAMem(FlexAMemConfig(budget=BUDGET), store=InMemoryStore(), embedder=HashingEmbedder())
     want = [serve(one, "thread", c) for c in calls]
     workers = [Worker(shared_backend.url, "thread") for _ in range(2)]
@@ -71,7 +72,7 @@ def test_two_processes_alternating_send_what_one_process_sends(shared_backend):
 
 
 def test_a_restarted_process_continues_the_thread(shared_backend):
-    calls = model_calls(agent_run())
+    calls = model_calls(text_action_run())
     one = FlexAMem(FlexAMemConfig(budget=BUDGET), store=InMemoryStore(), embedder=HashingEmbedder())
     want = [serve(one, "thread", c) for c in calls]
     first = Worker(shared_backend.url, "thread")
