@@ -10,6 +10,15 @@ On a CPU that multiplies bfloat16 natively (Intel AMX or AVX512-BF16), ``precisi
 runs the model under torch's bfloat16 autocast: faster than float32, with vectors that
 point almost exactly where their float32 vectors do. Elsewhere bfloat16 is emulated and
 slower, so auto stays float32.
+
+torch runs a model on as many threads as the machine has cores, which pays off for a large
+batch on an idle machine and costs dearly for a small one on a busy machine: with two
+CPU-bound processes beside it on two cores, one query took 2.5 to 5 times longer on two
+threads than on one, as the threads wait for each other (``flexamem bench --threads``). The
+work on an agent's critical path is small (a query, one unit's notes and pieces), so by
+default an input of at most :data:`SMALL_INPUT` texts runs on one thread and a larger one
+(a catch-up over a long history) on torch's own count; ``threads=`` (or
+``$FLEXAMEM_EMBED_THREADS``) fixes the count for every input.
 """
 
 from __future__ import annotations
@@ -32,6 +41,8 @@ from ..logs import logger
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 #: ``SentenceTransformerEmbedder(precision=...)``: auto is bfloat16 where it is native, else float32.
 PRECISIONS = ("auto", "float32", "bfloat16")
+#: Inputs of at most this many texts run on one thread by default (see the module docstring).
+SMALL_INPUT = 16
 
 
 def native_bfloat16() -> bool:
@@ -68,14 +79,18 @@ class SentenceTransformerEmbedder:
     """A sentence-transformers model behind the ``Embedder`` protocol, with a text cache."""
 
     def __init__(self, model: str = DEFAULT_MODEL, batch_size: int = 8, cache_size: int = 50_000,
-                 device: str = "cpu", precision: str = "auto") -> None:
+                 device: str = "cpu", precision: str = "auto", threads: int | None = None) -> None:
         if precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+        if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+            raise ValueError(f"threads must be a positive integer or None (sized by the input), got {threads!r}")
         self.model_name = model
         self.name = model.rsplit("/", 1)[-1]
         self.batch_size = batch_size
         self.device = device
         self._precision = precision
+        #: torch threads for every input; None: one for small inputs, torch's count for large ones.
+        self.threads = threads
         self.dim = 384
         self._model: Any = None
         self._lock = threading.Lock()
@@ -118,9 +133,16 @@ class SentenceTransformerEmbedder:
             self._precision = "bfloat16" if self.device == "cpu" and native_bfloat16() else "float32"
         return self._precision
 
+    def threads_for(self, n_texts: int) -> int | None:
+        """torch threads for an input of ``n_texts`` texts; None: torch's own count."""
+        if self.threads is not None:
+            return self.threads
+        return 1 if self.device == "cpu" and n_texts <= SMALL_INPUT else None
+
     def _encode(self, texts: list[str]) -> np.ndarray:
         model = self._load()
         with contextlib.ExitStack() as stack:
+            stack.enter_context(_torch_threads(self.threads_for(len(texts))))
             if self.precision == "bfloat16":
                 import torch
 
@@ -158,6 +180,30 @@ class SentenceTransformerEmbedder:
         return out
 
 
+#: Serialises the embedders' changes of torch's (process-wide) thread count.
+_THREADS_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _torch_threads(n: int | None) -> Iterator[None]:
+    """torch's intra-op thread count set to ``n`` for the block, then put back (None: as it is).
+
+    The count is process-wide, so other torch work of the host running at the same moment
+    would run on ``n`` threads too; embeddings of one process run one at a time meanwhile."""
+    import torch
+
+    with _THREADS_LOCK:
+        before = torch.get_num_threads()
+        if n is None or before == n:
+            yield
+            return
+        torch.set_num_threads(n)
+        try:
+            yield
+        finally:
+            torch.set_num_threads(before)
+
+
 @contextlib.contextmanager
 def _quiet_transformers() -> Iterator[None]:
     """transformers' own progress bars off while the model loads (our log line says it)."""
@@ -175,6 +221,8 @@ def _quiet_transformers() -> Iterator[None]:
 #: Environment variable for the default embedder's precision (auto, float32, bfloat16), for
 #: hosts configured without Python (mini-swe-agent's YAML, SWE-bench batch runs).
 PRECISION_ENV = "FLEXAMEM_EMBED_PRECISION"
+#: Environment variable for the default embedder's torch threads (a positive integer).
+THREADS_ENV = "FLEXAMEM_EMBED_THREADS"
 
 
 def default_precision() -> str:
@@ -185,11 +233,21 @@ def default_precision() -> str:
     return value
 
 
+def default_threads() -> int | None:
+    """``$FLEXAMEM_EMBED_THREADS`` when set (checked), else None (sized by the input)."""
+    value = os.environ.get(THREADS_ENV, "").strip()
+    if not value:
+        return None
+    if not value.isdigit() or int(value) < 1:
+        raise ValueError(f"${THREADS_ENV} must be a positive integer, got {value!r}")
+    return int(value)
+
+
 @lru_cache(maxsize=1)
 def default_embedder() -> SentenceTransformerEmbedder:
     """The shared default embedder, created once per process (the model loads on first use),
-    in :func:`default_precision`."""
-    return SentenceTransformerEmbedder(precision=default_precision())
+    in :func:`default_precision` with :func:`default_threads`."""
+    return SentenceTransformerEmbedder(precision=default_precision(), threads=default_threads())
 
 
 def normalize(vec: np.ndarray) -> np.ndarray:
