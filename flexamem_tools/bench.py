@@ -37,6 +37,7 @@ from flexamem_core.model.protocols import Embedder, Store
 from flexamem_core.request.tokens import TiktokenTokenizer, default_tokenizer
 from flexamem_core.write.units import pack_units
 
+from .bench_loop import LOOP_PATHS, loop_rows
 from .bench_paths import PATHS, host_path, time_path
 
 HELP = "measure render latency and write cost at 100/1,000/10,000 units"
@@ -337,8 +338,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[100, 1000, 10000], metavar="UNITS",
                         help="history sizes to measure, in units of about 1,000 tokens (default: 100 1000 10000)")
     parser.add_argument("--renders", type=int, default=30, help="renders per size and mode")
-    parser.add_argument("--budget", type=int, default=8000, help="context budget of every render, in tokens "
-                        "(default 8000)")
+    parser.add_argument("--budget", type=int, help="context budget of every render, in tokens "
+                        "(default 8000; with --loop 4000, the adapters' budget for a small model)")
     parser.add_argument("--modes", nargs="+", choices=registered_strategies(), default=list(DEFAULT_MODES),
                         metavar="MODE", help=f"recovery strategies to time (default: {' '.join(DEFAULT_MODES)}; "
                         f"registered: {', '.join(registered_strategies())})")
@@ -356,6 +357,17 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--agents", type=int, default=32, help="agent threads of the load test (default 32)")
     parser.add_argument("--steps", type=int, default=40, help="tool steps per agent thread of the load test "
                         "(default 40)")
+    parser.add_argument("--loop", metavar="TRAJECTORIES",
+                        help="instead: replay saved mini-swe-agent runs (.jsonl[.gz]) as agent loops through each "
+                        "adapter with the real embedder, and report the memory's time per step beside truncation")
+    parser.add_argument("--limit", type=int, default=50, help="runs the loop replays (default 50)")
+    parser.add_argument("--pause", type=float, default=1.0, help="seconds between the loop's steps, standing for "
+                        "the model call (default 1.0)")
+    parser.add_argument("--busy", type=int, default=2, help="CPU-bound processes beside the loop's second pass "
+                        "(default 2; 0: idle only)")
+    parser.add_argument("--busy-seconds", type=float, default=3600.0, help="longest a busy process runs")
+    parser.add_argument("--loop-paths", nargs="+", choices=LOOP_PATHS, default=list(LOOP_PATHS), metavar="PATH",
+                        help=f"adapters the loop goes through ({', '.join(LOOP_PATHS)}; default: both)")
     parser.add_argument("--out", help="also write the rows to this JSON file")
 
 
@@ -379,8 +391,17 @@ def scaling_rows(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.budget is None:
+        args.budget = 4000 if args.loop else 8000
     if args.workers:
         return run_workers(args)
+    if args.loop:
+        rows = loop_rows(args.loop, args.limit, args.budget, args.pause, args.busy, args.busy_seconds,
+                         args.loop_paths)
+        if args.out:
+            with open(args.out, "w") as fh:
+                json.dump(rows, fh, indent=1)
+        return 0
     rows: list[dict[str, Any]] = []
     if args.embed_sample:
         rows.append(embedding_cost(args.embed_sample))

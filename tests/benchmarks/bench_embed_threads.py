@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing as mp
 import os
 import time
 
@@ -28,18 +27,12 @@ import numpy as np
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+from flexamem_tools.bench_loop import busy_processes
+
 WORDS = ("ls", "cd", "grep", "def", "class", "return", "import", "pytest", "error", "django/db/models/query.py",
          "the", "file", "test", "fails", "because", "a", "value", "is", "missing", "in", "config", "line", "42")
 #: (name, texts, words per text): a query, and one completed unit's notes and pieces.
 INPUTS = (("query", 1, 150), ("unit", 10, 60))
-
-
-def spin(seconds: float) -> None:
-    """A CPU-bound process: busy until ``seconds`` have passed."""
-    end = time.monotonic() + seconds
-    x = 0
-    while time.monotonic() < end:
-        x += 1
 
 
 def texts(rng: np.random.Generator, n: int, words: int) -> list[str]:
@@ -78,14 +71,8 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=600.0, help="longest a busy process runs")
     args = ap.parse_args()
     out = {"cores": os.cpu_count(), "idle": measure(args.inputs, 0)}
-    procs = [mp.Process(target=spin, args=(args.seconds,), daemon=True) for _ in range(args.busy)]
-    for p in procs:
-        p.start()
-    try:
+    with busy_processes(args.busy, args.seconds):
         out[f"beside {args.busy} CPU-bound processes"] = measure(args.inputs, 1)
-    finally:
-        for p in procs:
-            p.terminate()
     for run, rows in out.items():
         if not isinstance(rows, dict):
             continue
