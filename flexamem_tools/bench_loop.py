@@ -39,18 +39,20 @@ LOOP_PATHS = ("minisweagent", "langchain")
 Step = Callable[[Sequence[Mapping[str, Any]]], str]
 
 
-def _spin(seconds: float) -> None:
-    """A CPU-bound process: busy until ``seconds`` have passed."""
+def _spin(seconds: float, parent: int) -> None:
+    """A CPU-bound process: busy until ``seconds`` have passed or its parent is gone."""
     end = time.monotonic() + seconds
-    x = 0
-    while time.monotonic() < end:
-        x += 1
+    while time.monotonic() < end and os.getppid() == parent:
+        for _ in range(100_000):
+            pass
 
 
 @contextmanager
 def busy_processes(n: int, seconds: float) -> Iterator[None]:
-    """``n`` CPU-bound processes running for the block (each stops after ``seconds`` at most)."""
-    procs = [mp.get_context("spawn").Process(target=_spin, args=(seconds,), daemon=True) for _ in range(n)]
+    """``n`` CPU-bound processes running for the block (each stops after ``seconds`` at most,
+    or when this process is gone: a benchmark killed midway leaves none behind)."""
+    procs = [mp.get_context("spawn").Process(target=_spin, args=(seconds, os.getpid()), daemon=True)
+             for _ in range(n)]
     for p in procs:
         p.start()
     try:

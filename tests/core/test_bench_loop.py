@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import json
 import multiprocessing as mp
+import subprocess
+import sys
+import time
 
 import pytest
 
@@ -61,3 +64,29 @@ def test_truncation_keeps_the_task_and_the_newest_messages_that_fit():
     assert kept[:2] == run[:2] and kept[-1] is run[-1]
     assert sum(len(str(m["content"])) // 4 + 4 for m in kept) <= 2000
     assert len(truncate(run, 2000 + 400, lambda text: len(text) // 4)) > len(kept)
+
+
+def _running(pid: int) -> bool:
+    """Whether process ``pid`` exists and is not a zombie (an exited child nobody reaped yet)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_busy_processes_stop_when_the_benchmark_is_killed():
+    code = ("import multiprocessing as mp, time\nfrom flexamem_tools.bench_loop import busy_processes\n"
+            "with busy_processes(1, 120):\n    print(*[p.pid for p in mp.active_children()], flush=True)\n"
+            "    time.sleep(120)\n")
+    bench = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert bench.stdout is not None
+    spinners = [int(pid) for pid in bench.stdout.readline().split()]
+    assert len(spinners) == 1 and _running(spinners[0])
+    bench.kill()
+    bench.wait()
+    deadline = time.monotonic() + 20
+    while any(map(_running, spinners)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not any(map(_running, spinners)), "a killed benchmark leaves no CPU-bound process behind"
