@@ -41,8 +41,9 @@ from ..logs import logger
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 #: ``SentenceTransformerEmbedder(precision=...)``: auto is bfloat16 where it is native, else float32.
 PRECISIONS = ("auto", "float32", "bfloat16")
-#: Inputs of at most this many texts run on one thread by default (see the module docstring).
-SMALL_INPUT = 16
+#: Inputs of at most this many texts run on one thread by default (see the module docstring): a
+#: query (up to three texts) and one unit's note with a few pieces, not a catch-up's batches of 16 units.
+SMALL_INPUT = 8
 
 
 def native_bfloat16() -> bool:

@@ -1,11 +1,12 @@
 """How many torch threads the embedder should use for the small inputs of an agent's step,
 on an idle machine and beside CPU-bound processes (benchmark, not a test).
 
-An agent step embeds a query (one text) and, when a unit completes, its notes and pieces
-(about ten texts). torch's default is one thread per core, which suits a large batch on an
-idle machine; on a machine shared with other work (a batch of SWE-bench agents, an agent
-server) its threads wait for each other. This script times
-:class:`~flexamem_core.index.embeddings.SentenceTransformerEmbedder` on both inputs with
+An agent step embeds a query (one text) and, when a unit completes, its note (and, for a
+conversation, its pieces); a first call over a long history embeds batches of 16 units'
+notes. torch's default is one thread per core, which suits a large batch on an idle machine;
+on a machine shared with other work (a batch of SWE-bench agents, an agent server) its
+threads wait for each other. This script times
+:class:`~flexamem_core.index.embeddings.SentenceTransformerEmbedder` on each input with
 ``threads=1``, with torch's own count (``threads=None`` on inputs larger than the small-input
 bound is the same) and with the default (sized by the input), first alone and then with
 ``--busy`` CPU-bound processes running beside it (each stops after ``--seconds`` at most).
@@ -31,8 +32,9 @@ from flexamem_tools.bench_loop import busy_processes
 
 WORDS = ("ls", "cd", "grep", "def", "class", "return", "import", "pytest", "error", "django/db/models/query.py",
          "the", "file", "test", "fails", "because", "a", "value", "is", "missing", "in", "config", "line", "42")
-#: (name, texts, words per text): a query, and one completed unit's notes and pieces.
-INPUTS = (("query", 1, 150), ("unit", 10, 60))
+#: (name, texts, words per text): a query, one completed unit's note and pieces, and a batch of a
+#: catch-up (16 units' notes).
+INPUTS = (("query", 1, 150), ("unit", 6, 60), ("catch-up batch", 16, 60))
 
 
 def texts(rng: np.random.Generator, n: int, words: int) -> list[str]:
