@@ -103,13 +103,15 @@ def steps(n: int, start: int = 0, size: int = 40) -> list[dict]:
 
 
 class CountingEmbedder:
-    """Delegates to a real embedder and records how many texts each call embeds (to show
-    what a write or a render embedded, and that a render embeds nothing but its query)."""
+    """Delegates to a real embedder and records how many texts each call embeds, and which
+    (to show what a write or a render embedded, and that a render embeds nothing but its query)."""
 
     def __init__(self, inner) -> None:
         self.inner, self.name, self.dim = inner, inner.name, inner.dim
         self.calls: list[int] = []
+        self.texts: list[str] = []
 
     def embed(self, texts):
         self.calls.append(len(texts))
+        self.texts.extend(texts)
         return self.inner.embed(texts)
