@@ -215,11 +215,16 @@ def test_a_render_embeds_only_its_query(mode, tokenizer, hashing_embedder, long_
     mem = FlexAMem(FlexAMemConfig(budget=3000, mode=mode, cache_stable=False), tokenizer=tokenizer,
                    embedder=counting)
     mem.ingest(long_run)  # every complete unit written (and embedded) before the renders
+    embedded = []
     for h in model_calls(long_run)[-10:]:
         counting.calls.clear()
         r = mem.render(h)
         assert not r.passthrough
-        assert counting.calls == [2], "one query embedding (task and newest unit), nothing else"
+        # the task and the newest unit's head, or nothing where the head is the last call's
+        # (a step added to the open unit leaves its head, and so the query's vector, as it was)
+        assert counting.calls in ([2], []), "one query embedding at most, nothing else"
+        embedded.append(counting.calls == [2])
+    assert any(embedded) and not all(embedded), embedded
 
 
 @pytest.mark.parametrize("mode", ["unit", "piece", "auto"])
