@@ -7,7 +7,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT="$PWD"
-WORK="${FLEXAMEM_WHEELS_DIR:-$(mktemp -d /tmp/flexamem-wheels.XXXXXX)}"
+if [ -n "${FLEXAMEM_WHEELS_DIR:-}" ]; then
+  WORK="$FLEXAMEM_WHEELS_DIR"  # kept: the caller asked for it
+else
+  WORK="$(mktemp -d /tmp/flexamem-wheels.XXXXXX)"
+  trap 'rm -rf "$WORK"' EXIT  # three virtualenvs with torch: about 5 GB
+fi
 mkdir -p "$WORK"
 EXTRAS=("$@")
 [ ${#EXTRAS[@]} -gt 0 ] || EXTRAS=(langgraph llamaindex minisweagent)
