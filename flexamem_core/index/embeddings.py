@@ -12,9 +12,9 @@ point almost exactly where their float32 vectors do. Elsewhere bfloat16 is emula
 slower, so auto stays float32.
 
 torch runs a model on as many threads as the machine has cores, which pays off for a large
-batch on an idle machine and costs dearly for a small one on a busy machine: with two
-CPU-bound processes beside it on two cores, one query took 2.5 to 5 times longer on two
-threads than on one, as the threads wait for each other (``flexamem bench --threads``). The
+batch on an idle machine and costs dearly for a small one on a busy machine, where the
+threads wait for each other and a query takes several times longer than on one thread
+(``tests/benchmarks/bench_embed_threads.py``). The
 work on an agent's critical path is small (a query, one unit's notes and pieces), so by
 default an input of at most :data:`SMALL_INPUT` texts runs on one thread and a larger one
 (a catch-up over a long history) on torch's own count; ``threads=`` (or

@@ -9,9 +9,8 @@ and a call with a current turn: the question.
 The newest unit changes on every step, so its vector is the one model call an agent's step
 cannot take from the cache. Its first :data:`QUERY_HEAD_CHARS` characters (the step's thought,
 command and the head of its output) cost about half of the whole unit to embed (the model
-reads a unit's first 256 word pieces) and find the same evidence: on the dev trajectories the
-head was chosen on the first 100 (the shortest within 0.5 points of the whole unit at 4,000 and
-8,000 tokens) and matches or beats the whole unit on the other 100 (docs/evaluation.md). While
+reads a unit's first 256 word pieces) and find the same evidence (docs/evaluation.md says where
+the length was chosen and checked). While
 the newest unit grows by steps its head stays, and so does the vector: such a step embeds no
 query at all. The query's words (BM25) still come from the whole newest unit.
 """
