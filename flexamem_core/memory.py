@@ -100,7 +100,9 @@ class FlexAMem:
             msgs, grew = state.accept(history)
             layout = split_layout(msgs, self.config.history, shared=grew, task=self.config.keep_task)
             body = [*layout.body, *layout.current] if final and layout.current else layout.body
-            return self._sync.sync(state, namespace, body, self.config, final, progress).written
+            written = self._sync.sync(state, namespace, body, self.config, final, progress).written
+            self._sync.prefetch(state, self.config)
+            return written
 
     @logged_render
     def render(self, history: Sequence[Message | Mapping[str, Any]], *, namespace: str = "default",
@@ -122,6 +124,7 @@ class FlexAMem:
                 outcome = self._stable.render(state, namespace, msgs, grew, call)
             else:
                 outcome = self._render_call(state, namespace, msgs, grew, call)
+            self._sync.prefetch(state, cfg)  # while the host waits for its model
             return outcome.with_report(newest_step=step_status(outcome.messages, msgs, cfg.history)).rendered()
 
     def _render_call(self, state: NamespaceState, namespace: str, msgs: list[Message], grew: bool,

@@ -19,6 +19,12 @@ work on an agent's critical path is small (a query, one unit's notes and pieces)
 default an input of at most :data:`SMALL_INPUT` texts runs on one thread and a larger one
 (a catch-up over a long history) on torch's own count; ``threads=`` (or
 ``$FLEXAMEM_EMBED_THREADS``) fixes the count for every input.
+
+:meth:`SentenceTransformerEmbedder.prefetch` embeds texts a later call will ask for (the
+notes of a unit that the next step closes) on a background thread, while the host waits
+for its model; every :meth:`~SentenceTransformerEmbedder.embed` first waits for it, so the
+cache holds what it would have held had the work been done at the later call, whatever the
+background thread's timing: the vectors, and so the renders, are the same.
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -98,6 +104,8 @@ class SentenceTransformerEmbedder:
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._cache_size = cache_size
         self.calls = 0
+        self._prefetching: threading.Thread | None = None
+        self._prefetch_lock = threading.Lock()
 
     def _load(self) -> Any:
         with self._lock:
@@ -160,8 +168,38 @@ class SentenceTransformerEmbedder:
         """Load the model now and run it once (first inference is slower), so no render waits."""
         self._encode(["warm up"])
 
+    def prefetch(self, texts: Callable[[], Sequence[str]]) -> None:
+        """Embed ``texts()`` into the cache on a background thread and return at once.
+
+        For work a later call is sure to ask for (see the module docstring); the texts are
+        made on that thread too. One prefetch runs at a time: a new one first waits for the
+        previous. A failure is logged and forgotten: the later call embeds the texts itself."""
+        with self._prefetch_lock:
+            self.wait()
+            thread = threading.Thread(target=self._run_prefetch, args=(texts,), name="flexamem-prefetch")
+            self._prefetching = thread
+            thread.start()
+
+    def _run_prefetch(self, texts: Callable[[], Sequence[str]]) -> None:
+        try:
+            self._embed_cached(texts())
+        except Exception:  # the call that needs these vectors embeds them itself, and raises there
+            logger.warning("prefetching embeddings failed; the next call embeds them", exc_info=True)
+
+    def wait(self) -> None:
+        """Wait for a prefetch in progress (every :meth:`embed` does)."""
+        thread = self._prefetching
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
+            if self._prefetching is thread:  # not a newer one started meanwhile
+                self._prefetching = None
+
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Unit-norm float32 embeddings, one row per text (cached by content)."""
+        self.wait()
+        return self._embed_cached(texts)
+
+    def _embed_cached(self, texts: Sequence[str]) -> np.ndarray:
         keys = [hashlib.blake2b(t.encode("utf-8", "replace"), digest_size=16).hexdigest() for t in texts]
         missing = sorted({k: t for k, t in zip(keys, texts) if k not in self._cache}.items(),
                          key=lambda kv: len(kv[1]))
@@ -176,7 +214,7 @@ class SentenceTransformerEmbedder:
         for i, k in enumerate(keys):
             vec = self._cache.get(k)
             if vec is None:  # evicted between the two loops (tiny cache): embed alone
-                vec = self.embed([texts[i]])[0]
+                vec = self._embed_cached([texts[i]])[0]
             out[i] = vec
         return out
 

@@ -22,6 +22,7 @@ from ..model.protocols import Store, Tokenizer
 from ..model.schema import Unit
 from ..recall.timeline import count_record_lines
 from ..stores import check_namespace
+from ..write.units import PackedUnit
 from .collector import collector_paused, freeze_bulk
 
 
@@ -50,6 +51,8 @@ class NamespaceState:
     version: str | None = None
     #: Digests of ``history``'s prefixes (a saved request state names the history it was made from).
     digests: PrefixDigests = field(default_factory=PrefixDigests)
+    #: The open unit the next step closes as it stands, with its parent's key (``Sync.prefetch``).
+    closing: tuple[PackedUnit, str | None] | None = None
 
     def accept(self, history: Sequence[Message | Mapping[str, Any]]) -> tuple[list[Message], bool]:
         """The call's history as the namespace's own copy, and whether that copy only grew

@@ -27,12 +27,14 @@ from ..write.units import (
     DIGEST_FORMAT,
     PackedUnit,
     StoredUnit,
+    closes_as_is,
     messages_digest,
     next_step,
     pack_units,
     to_unit,
     unit_key,
 )
+from ..write.writers import RuleRecordWriter
 from .collector import collector_paused, freeze_bulk
 from .state import Namespaces, NamespaceState
 
@@ -81,7 +83,30 @@ class Sync:
             matched.append((unit, tuple(quick_fingerprint(m) for m in unit.messages)))
         state.set_chain(matched, kept, body)
         state.chain_on_history = on_history
+        state.closing = (tail, matched[-1][0].key if matched else None) \
+            if tail is not None and not final and closes_as_is(tail, cfg.history, cfg.unit_tokens) else None
         return Synced(state.units, tail, written)
+
+    def prefetch(self, state: NamespaceState, cfg: FlexAMemConfig) -> None:
+        """Start embedding the notes of the open unit the next step closes, on the embedder's
+        background thread, so the host's wait for its model pays for them rather than the
+        next call (which then finds them cached: the same vectors, see
+        :meth:`~flexamem_core.index.embeddings.SentenceTransformerEmbedder.prefetch`).
+
+        Only with the rule writer: its records cost nothing, where an LLM writer's would be
+        asked for twice (records are not cached, vectors are). Embedders without ``prefetch``
+        embed at the next call, as before."""
+        closing, state.closing = state.closing, None
+        embedder = self.embedder()
+        prefetch = getattr(embedder, "prefetch", None)
+        if closing is None or prefetch is None or not isinstance(self.writer, RuleRecordWriter):
+            return
+        packed, parent = closing
+        unit = to_unit(packed, cfg.history, parent)
+        if unit.key in state.index.position:
+            return
+        note_writer = NoteWriter(cfg, self.tokenizer, embedder, self.writer)
+        prefetch(lambda: note_writer.embedding_input([unit])[2])
 
     @staticmethod
     def _match_known(state: NamespaceState, body: Sequence[Message], known: bool) -> tuple[Chain, int]:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..index.namespace import NamespaceIndex
-from ..model.protocols import Embedder, RecordWriter, Store, Tokenizer
+from ..model.protocols import Embedder, RecordWriter, Store, Tokenizer, WrittenRecord
 from ..model.schema import Note, Piece, Unit
 from .pieces import cut_pieces
 from .units import messages_digest, next_step, unit_blocks, unit_label
@@ -48,13 +48,19 @@ class NoteWriter:
             new += self._write_batch(store, index, todo[start:start + 16], progress)
         return new
 
+    def embedding_input(self, units: Sequence[Unit]) -> tuple[list[WrittenRecord], list[list[Piece]], list[str]]:
+        """The units' records, their pieces, and the texts one embedding call gets for them:
+        the notes, then (``embeds_pieces``) all their pieces."""
+        written = [self.writer.write(u) for u in units]
+        texts = [f"{w.record}\n" + _fields(w.keywords, w.tags, w.description) for w in written]
+        cut = [cut_pieces(u.key, unit_blocks(u), self.tokenizer, self.config.tuning.piece_tokens) for u in units]
+        if self.config.embeds_pieces:
+            texts += [p.text for plist in cut for p in plist]
+        return written, cut, texts
+
     def _write_batch(self, store: Store, index: NamespaceIndex, todo: Sequence[Unit],
                      progress: object | None) -> int:
-        written = [self.writer.write(u) for u in todo]
-        texts = [f"{w.record}\n" + _fields(w.keywords, w.tags, w.description) for w in written]
-        cut = [cut_pieces(u.key, unit_blocks(u), self.tokenizer, self.config.tuning.piece_tokens) for u in todo]
-        if self.config.embeds_pieces:  # one embedding call for the notes and all their pieces
-            texts += [p.text for plist in cut for p in plist]
+        written, cut, texts = self.embedding_input(todo)
         embedded = self.embedder.embed(texts)
         vectors = embedded[:len(todo)]
         at = len(todo)

@@ -152,6 +152,13 @@ def pack_agent(messages: Sequence[Message], tokenizer: Tokenizer, unit_tokens: i
     return units
 
 
+def closes_as_is(packed: PackedUnit, kind: UnitKind, unit_tokens: int) -> bool:
+    """Whether the next step closes this open unit as it stands: an agent unit of at least
+    ``unit_tokens`` closes when any step arrives (:func:`pack_agent`); a conversation span's
+    end depends on the next turn's session and size, unknown until it comes."""
+    return kind == "agent" and not packed.closed and bool(packed.messages) and packed.tokens >= unit_tokens
+
+
 def pack_reader(messages: Sequence[Message], tokenizer: Tokenizer, unit_tokens: int,
                 final: bool) -> list[PackedUnit]:
     """Cut a conversation into spans: sessions always cut, user turns cut near the limit."""
