@@ -43,6 +43,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "else torch's default; use 1 on a machine shared with other jobs)")
     parser.add_argument("--out", default=None, help="output folder for results.json/.md and plots "
                         "(default: flexamem-eval-DATASET in the current folder)")
+    parser.add_argument("--near", type=int, default=2, metavar="N",
+                        help="trajectories: a reused detail is near when one of the N observations before "
+                             "its action holds it, else far (reused_detail_recall_near / _far; default 2)")
     parser.add_argument("--dump", action="store_true", help="also write every rendered context to renders.jsonl")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
@@ -83,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
         paths = evaluate_to_dir(args.dataset, data, budgets=budgets, methods=args.methods,
                                 out=out, limit=args.limit, workers=args.workers, dump=args.dump,
                                 progress=not args.quiet, threads=args.threads, embedding_cache=cache,
-                                stats=stats, config=config)
+                                stats=stats, config=config, near=args.near)
     except (DatasetError, EvalError) as exc:
         print(f"flexamem eval: error: {exc}", file=sys.stderr)
         return 2

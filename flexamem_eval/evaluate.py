@@ -10,6 +10,7 @@ from typing import Any
 from .datasets import load
 from .embedding_cache import default_cache_dir
 from .methods import METHODS, UnknownMethod, method_class
+from .metrics import NEAR_OBSERVATIONS
 from .report import aggregate, write_outputs
 from .runner import ItemResult, Spec, run, write_dumps
 
@@ -53,7 +54,7 @@ def evaluate(dataset: str, data: str | Path, budgets: Sequence[int] = (4000, 800
              config: dict[str, Any] | None = None,
              on_partial: Callable[[list[dict[str, Any]]], None] | None = None,
              threads: int | None = None, embedding_cache: str | Path | bool | None = True,
-             stats: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+             stats: dict[str, Any] | None = None, near: int = NEAR_OBSERVATIONS) -> list[dict[str, Any]]:
     """Evaluate methods on a dataset file; returns rows ``{dataset, method, budget, metric, value, n}``.
 
     Trajectories also get the prompt-cache rows ``cached_prefix_share``, ``cost_per_call``
@@ -73,8 +74,10 @@ def evaluate(dataset: str, data: str | Path, budgets: Sequence[int] = (4000, 800
     items = load(dataset, data, limit)
     if not items:
         raise EvalError(f"{data}: no items to evaluate")
+    if near < 0:
+        raise EvalError(f"near must be at least 0, got {near}")
     spec = Spec(dataset=dataset, budgets=budgets_t, methods=names, dump=dump_path is not None,
-                config=dict(config or {}), embedding_cache=cache_dir(embedding_cache))
+                config=dict(config or {}), embedding_cache=cache_dir(embedding_cache), near=near)
     t0 = time.perf_counter()
 
     done: list[ItemResult] = []
@@ -103,7 +106,8 @@ def evaluate_to_dir(dataset: str, data: str | Path, *, budgets: Sequence[int], m
                     out: str | Path, limit: int | None = None, workers: int = 1, dump: bool = False,
                     progress: bool = True, threads: int | None = None,
                     embedding_cache: str | Path | bool | None = True,
-                    stats: dict[str, Any] | None = None, config: dict[str, Any] | None = None) -> list[Path]:
+                    stats: dict[str, Any] | None = None, config: dict[str, Any] | None = None,
+                    near: int = NEAR_OBSERVATIONS) -> list[Path]:
     """Run :func:`evaluate` and write results.json, results.md, plots (and renders.jsonl).
 
     results.md names the methods that were skipped (:func:`skipped_methods`) and why."""
@@ -120,6 +124,6 @@ def evaluate_to_dir(dataset: str, data: str | Path, *, budgets: Sequence[int], m
 
     rows = evaluate(dataset, data, budgets, methods, limit=limit, workers=workers, progress=progress,
                     dump_path=dump_path, on_partial=partial, threads=threads,
-                    embedding_cache=embedding_cache, stats=stats, config=config)
+                    embedding_cache=embedding_cache, stats=stats, config=config, near=near)
     paths = write_outputs(out_dir, rows, order, notes=notes)
     return [*paths, dump_path] if dump_path is not None else paths

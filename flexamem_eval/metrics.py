@@ -119,6 +119,9 @@ class StepTarget:
     reused: tuple[str, ...]
     earlier_commands: tuple[str, ...]
     task: str = ""
+    #: The reused details absent from the newest observations before the action (see
+    #: :func:`step_targets`): what a memory is for, since every method keeps the newest ones.
+    far: tuple[str, ...] = ()
 
 
 def first_line(command: str) -> str:
@@ -130,13 +133,15 @@ def first_line(command: str) -> str:
 
 
 def step_targets(task: str, actions: Sequence[tuple[int, str]],
-                 observations_before: Sequence[str]) -> list[StepTarget]:
+                 observations_before: Sequence[str], newest_before: Sequence[str] | None = None) -> list[StepTarget]:
     """Targets of every step of a trajectory.
 
     ``actions`` holds ``(message_index, action_text)`` per assistant message in order;
-    ``observations_before[k]`` is the text of all observations seen before action ``k``.
-    A reused detail of step t is a :func:`detail_strings` match of action t that is absent
-    from the task and from every earlier action but present in an earlier observation.
+    ``observations_before[k]`` is the text of all observations seen before action ``k``, and
+    ``newest_before[k]`` that of the newest few (:data:`NEAR_OBSERVATIONS`). A reused detail of
+    step t is a :func:`detail_strings` match of action t that is absent from the task and from
+    every earlier action but present in an earlier observation; it is far when none of the
+    newest observations holds it.
     """
     targets = []
     for step, (index, action) in enumerate(actions):
@@ -144,10 +149,15 @@ def step_targets(task: str, actions: Sequence[tuple[int, str]],
         seen = observations_before[step]
         reused = tuple(s for s in detail_strings(action)
                        if s not in task and not any(s in a for a in earlier) and s in seen)
+        newest = newest_before[step] if newest_before is not None else seen
         commands = tuple(c for c in (first_line(a) for a in earlier) if c)
         targets.append(StepTarget(step=step, message_index=index, reused=reused, earlier_commands=commands,
-                                  task=task))
+                                  task=task, far=tuple(s for s in reused if s not in newest)))
     return targets
+
+
+#: A reused detail is near when one of this many observations before the action holds it.
+NEAR_OBSERVATIONS = 2
 
 
 @dataclass(frozen=True)
@@ -159,6 +169,8 @@ class StepResult:
     trace_hits: int
     trace_total: int
     task_kept: bool = True
+    far_hits: int = 0
+    far_total: int = 0
 
 
 def score_step(context_text: str, target: StepTarget) -> StepResult:
@@ -167,8 +179,9 @@ def score_step(context_text: str, target: StepTarget) -> StepResult:
     normalized = normalize(context_text)
     reused_hits = sum(1 for s in target.reused if s in context_text)
     trace_hits = sum(1 for c in target.earlier_commands if c in normalized)
+    far_hits = sum(1 for s in target.far if s in context_text)
     return StepResult(reused_hits, len(target.reused), trace_hits, len(target.earlier_commands),
-                      task_kept=target.task in context_text)
+                      task_kept=target.task in context_text, far_hits=far_hits, far_total=len(target.far))
 
 
 # -------------------------------------------------------------------------- aggregation

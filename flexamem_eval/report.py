@@ -21,6 +21,8 @@ from .runner import ItemResult, RenderRecord
 
 CONVERSATION_METRICS = ("evidence_turns_full", "evidence_turns_part", "questions_all_evidence")
 TRAJECTORY_METRICS = ("reused_detail_recall", "command_trace_recall", "task_kept")
+#: ``reused_detail_recall`` split by distance (``flexamem eval --near``), tables only.
+DISTANCE_METRICS = ("reused_detail_recall_near", "reused_detail_recall_far")
 #: The spread of ``reused_detail_recall`` (tables only, not plotted).
 SPREAD_METRICS = ("reused_detail_recall_per_step", "reused_detail_recall_ci_low", "reused_detail_recall_ci_high")
 #: The spread of ``evidence_turns_full`` (tables only).
@@ -112,6 +114,11 @@ def aggregate(dataset: str, results: Sequence[ItemResult]) -> list[dict[str, Any
             trace = sum(r.trace_total for r in recs)
             rows.append(_row(dataset, method, budget, "reused_detail_recall",
                              share(sum(r.reused_hits for r in recs), reused), reused))
+            far = sum(r.far_total for r in recs)
+            far_hits = sum(r.far_hits for r in recs)
+            rows.append(_row(dataset, method, budget, "reused_detail_recall_near",
+                             share(sum(r.reused_hits for r in recs) - far_hits, reused - far), reused - far))
+            rows.append(_row(dataset, method, budget, "reused_detail_recall_far", share(far_hits, far), far))
             rows.append(_row(dataset, method, budget, "command_trace_recall",
                              share(sum(r.trace_hits for r in recs), trace), trace))
             known = [r.task_kept for r in recs if r.task_kept is not None]
@@ -199,7 +206,7 @@ def markdown(rows: Sequence[dict[str, Any]], methods_order: Sequence[str] | None
         conversation = any(r["metric"] == "evidence_turns_full" for r in drows)
         cache = () if conversation or not any(r["metric"] == "cost_per_call" for r in drows) else CACHE_METRICS
         main = (CONVERSATION_METRICS + EVIDENCE_SPREAD_METRICS if conversation else
-                TRAJECTORY_METRICS + SPREAD_METRICS) + cache + COMMON_METRICS
+                TRAJECTORY_METRICS + DISTANCE_METRICS + SPREAD_METRICS) + cache + COMMON_METRICS
         if cache:
             out += [PRICE_NOTE, ""]
         for budget in budgets:

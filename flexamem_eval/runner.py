@@ -45,6 +45,9 @@ class Spec:
     #: PaMER's archive) across methods and budgets of an item; False gives every method (and,
     #: for trajectories, every budget) its own, to check that sharing changes no result.
     reuse: bool = True
+    #: Trajectories: a reused detail is near when one of this many observations before its
+    #: action holds it, far otherwise (``reused_detail_recall_far``).
+    near: int = 2
 
 
 @dataclass(slots=True)
@@ -71,6 +74,8 @@ class RenderRecord:
     reused_total: int = 0
     trace_hits: int = 0
     trace_total: int = 0
+    far_hits: int = 0
+    far_total: int = 0
     cached: int | None = None
     #: Trajectories: whether the task (first user message) was sent verbatim.
     task_kept: bool | None = None
@@ -225,7 +230,7 @@ def _trajectory(item: TrajectoryItem, spec: Spec, env: Env, tick: Tick) -> ItemR
     """
     out = ItemResult()
     messages: Sequence[Message] = item.messages
-    targets = trajectory_targets(messages)  # one per assistant message, i.e. per model call
+    targets = trajectory_targets(messages, spec.near)  # one per assistant message, i.e. per model call
     sizes = {t.step: env.count(messages[: t.message_index]) for t in targets}
     shared: dict[str, Any] = {}
     for name in spec.methods:
@@ -252,7 +257,8 @@ def _trajectory(item: TrajectoryItem, spec: Spec, env: Env, tick: Tick) -> ItemR
                 out.renders.append(RenderRecord(
                     name, budget, item.item_id, "all", tokens, ms, step=target.step,
                     reused_hits=res.reused_hits, reused_total=res.reused_total,
-                    trace_hits=res.trace_hits, trace_total=res.trace_total, cached=cached,
+                    trace_hits=res.trace_hits, trace_total=res.trace_total, far_hits=res.far_hits,
+                    far_total=res.far_total, cached=cached,
                     task_kept=res.task_kept))
                 if spec.dump:
                     out.dumps.append(_dump(spec, item.item_id, name, budget, target.step, text, tokens))

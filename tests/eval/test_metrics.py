@@ -112,6 +112,27 @@ def test_score_step_counts_hits():
     assert not res.task_kept and score_step("the task, then ls -la", t).task_kept
 
 
+def _trajectory(*turns: tuple[str, str]) -> list[Message]:
+    return [Message(role="system", content="agent"), Message(role="user", content="fix the bug"),
+            *(Message(role=r, content=c) for r, c in turns)]
+
+
+def test_a_reused_detail_is_far_when_none_of_the_newest_observations_holds_it():
+    msgs = _trajectory(("assistant", "```bash\nls\n```"), ("user", "pkg/old_mod.py pkg/new_mod.py"),
+                       ("assistant", "```bash\necho a\n```"), ("user", "a"),
+                       ("assistant", "```bash\necho b\n```"), ("user", "b pkg/new_mod.py"),
+                       ("assistant", "```bash\ncat pkg/old_mod.py pkg/new_mod.py\n```"))
+    last = trajectory_targets(msgs)[-1]
+    assert last.reused == ("pkg/old_mod.py", "pkg/new_mod.py")
+    assert last.far == ("pkg/old_mod.py",), "new_mod.py is in the newest observation, old_mod.py three back"
+    assert trajectory_targets(msgs, near=3)[-1].far == (), "three observations back is near with near=3"
+    assert trajectory_targets(msgs, near=0)[-1].far == last.reused, "near=0: every reused detail is far"
+    res = score_step("shown: pkg/new_mod.py", last)
+    assert (res.reused_hits, res.reused_total, res.far_hits, res.far_total) == (1, 2, 0, 1)
+    res = score_step("shown: pkg/old_mod.py", last)
+    assert (res.reused_hits, res.far_hits) == (1, 1)
+
+
 def test_action_text_reads_bash_block_and_tool_calls():
     m = Message(role="assistant", content="THOUGHT: x\n\n```bash\nls -la /tmp\n```")
     assert action_text(m) == "ls -la /tmp"

@@ -64,6 +64,20 @@ def test_trajectory_spread_counts_each_step_once_and_brackets_the_share():
     assert bounds == (low, high)
     assert "reused_detail_recall_per_step" in markdown(list(rows.values()))
 
+def test_reused_details_are_split_into_near_and_far():
+    res = ItemResult()
+    res.renders = [RenderRecord("m", 4000, "a", "all", 100, 1.0, step=0, reused_hits=3, reused_total=4,
+                                far_hits=1, far_total=2),
+                   RenderRecord("m", 4000, "b", "all", 100, 1.0, step=1, reused_hits=1, reused_total=4,
+                                far_hits=0, far_total=3)]
+    rows = {r["metric"]: r for r in aggregate("trajectories", [res])}
+    assert rows["reused_detail_recall"]["value"] == pytest.approx(4 / 8)
+    far, near = rows["reused_detail_recall_far"], rows["reused_detail_recall_near"]
+    assert far["value"] == pytest.approx(1 / 5) and far["n"] == 5
+    assert near["value"] == pytest.approx(3 / 3) and near["n"] == 3
+    assert "reused_detail_recall_far" in markdown(list(rows.values()))
+
+
 def test_markdown_and_plots(tmp_path):
     rows = aggregate("longmemeval", _results())
     text = markdown(rows)
