@@ -248,13 +248,20 @@ def passthrough(history: Sequence[Message], cfg: FlexAMemConfig, tokenizer: Toke
 
 def render_fitted(layout: Layout, call: Call, namespace: str, tokenizer: Tokenizer,
                   attempt: Callable[[Layout], Outcome]) -> Outcome:
-    """``attempt`` on the layout with its task (agents) or current turn (readers) cut, with the
-    mark, to ``B_bar`` less the recent window's share (so the steps after it keep room); when
-    even then the newest step cannot fit, once more with that part cut to its marks. The
-    report's ``task_cut_messages`` counts the messages cut."""
+    """``attempt`` on the layout with its task (agents) or current turn (readers) whole while
+    that part and the newest step fit ``B_bar`` (the newest step is cut first, with its mark,
+    and the memory gets what is left); else with the part cut, with the mark, to ``B_bar`` less
+    the recent window's share (so the steps after it keep room); when even then the newest step
+    cannot fit, once more with that part cut to its marks. The report's ``task_cut_messages``
+    counts the messages cut."""
     cfg = call.cfg
-    fitted, n_cut = _fit_fixed(layout, call, namespace, tokenizer,
-                               cfg.effective_budget - int(cfg.tuning.window_share * cfg.budget))
+    limit = cfg.effective_budget - int(cfg.tuning.window_share * cfg.budget)
+    fitted, n_cut = fit_fixed(layout, limit, tokenizer, call.extra_tokens)
+    if n_cut:
+        try:
+            return attempt(layout).with_report(task_cut_messages=0)
+        except BudgetError:
+            fitted, n_cut = _fit_fixed(layout, call, namespace, tokenizer, limit)  # says why, once
     try:
         outcome = attempt(fitted)
     except BudgetError:
@@ -273,7 +280,7 @@ def _fit_fixed(layout: Layout, call: Call, namespace: str, tokenizer: Tokenizer,
     if n_cut:
         part = " and ".join(name for name, msgs in (("task", layout.task), ("current turn", layout.current)) if msgs)
         warn_once(f"fixed-cut:{namespace}",
-                  "render %s: the %s (%d tokens) is larger than the room the budget %d leaves it; "
+                  "render %s: the %s (%d tokens) and the newest step do not fit the budget %d together; "
                   "it is cut in the middle with a visible mark (the history passed in keeps it whole)", namespace, part,
                   count_messages([*layout.task, *layout.current], tokenizer), call.cfg.budget)
     return fitted, n_cut
