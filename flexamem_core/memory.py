@@ -58,7 +58,7 @@ class FlexAMem:
         self._lock = threading.RLock()
         self._namespaces = Namespaces(self.store, self.tokenizer, self.config.tuning.bm25_k1, self.config.tuning.bm25_b)
         self._sync = Sync(self._namespaces, self.tokenizer, lambda: self.embedder, self.writer)
-        queries = QueryMaker(lambda: self.embedder)
+        queries = self._queries = QueryMaker(lambda: self.embedder)
         self._pipeline = Pipeline(self._sync, MemoryComposer(strategy, self.writer, self.tokenizer), queries,
                                   self.tokenizer)
         self._stable = StableRequests(self._pipeline, Extender(strategy, queries, self.tokenizer), self.tokenizer,
@@ -124,7 +124,8 @@ class FlexAMem:
                 outcome = self._stable.render(state, namespace, msgs, grew, call)
             else:
                 outcome = self._render_call(state, namespace, msgs, grew, call)
-            self._sync.prefetch(state, cfg)  # while the host waits for its model
+            task = split_layout(msgs, cfg.history, shared=grew, task=cfg.keep_task).task
+            self._sync.prefetch(state, cfg, self._queries.task_input(cfg, task))  # while the host waits for its model
             return outcome.with_report(newest_step=step_status(outcome.messages, msgs, cfg.history)).rendered()
 
     def _render_call(self, state: NamespaceState, namespace: str, msgs: list[Message], grew: bool,

@@ -168,21 +168,23 @@ class SentenceTransformerEmbedder:
         """Load the model now and run it once (first inference is slower), so no render waits."""
         self._encode(["warm up"])
 
-    def prefetch(self, texts: Callable[[], Sequence[str]]) -> None:
-        """Embed ``texts()`` into the cache on a background thread and return at once.
+    def prefetch(self, *inputs: Callable[[], Sequence[str]]) -> None:
+        """Embed each of ``inputs`` (a callable returning texts; one embedding call each, as
+        the later call will make it) into the cache on a background thread, and return at once.
 
         For work a later call is sure to ask for (see the module docstring); the texts are
         made on that thread too. One prefetch runs at a time: a new one first waits for the
         previous. A failure is logged and forgotten: the later call embeds the texts itself."""
         with self._prefetch_lock:
             self.wait()
-            thread = threading.Thread(target=self._run_prefetch, args=(texts,), name="flexamem-prefetch")
+            thread = threading.Thread(target=self._run_prefetch, args=(inputs,), name="flexamem-prefetch")
             self._prefetching = thread
             thread.start()
 
-    def _run_prefetch(self, texts: Callable[[], Sequence[str]]) -> None:
+    def _run_prefetch(self, inputs: Sequence[Callable[[], Sequence[str]]]) -> None:
         try:
-            self._embed_cached(texts())
+            for texts in inputs:
+                self._embed_cached(texts())
         except Exception:  # the call that needs these vectors embeds them itself, and raises there
             logger.warning("prefetching embeddings failed; the next call embeds them", exc_info=True)
 

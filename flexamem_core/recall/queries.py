@@ -17,7 +17,7 @@ query at all. The query's words (BM25) still come from the whole newest unit.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -43,35 +43,58 @@ class QueryMaker:
         #: A callable returning the embedder: the model is loaded on first use.
         self._embedder = embedder
         self._last: tuple[tuple[str, ...], np.ndarray] | None = None
+        self._prefetched: str | None = None
+
+    def task_input(self, cfg: FlexAMemConfig, task: Sequence[Message]) -> list[Callable[[], list[str]]]:
+        """The task's text as an input to prefetch, the first time this maker sees it: every
+        query of an agent's thread sums the task's vector, so it can be made while the host
+        waits for its model (even on calls that pass the history through) rather than on the
+        first call that renders. Each query text is embedded on its own (:meth:`_embed`), so
+        the prefetched vector is the one the query would make."""
+        text = task_text(task)
+        if cfg.history != "agent" or not text or text == self._prefetched:
+            return []
+        self._prefetched = text
+        return [lambda: [text]]
 
     def make(self, cfg: FlexAMemConfig, task: Sequence[Message], current: Sequence[Message],
              window_units: Sequence[Any], query: str | None) -> Query:
         """The query of a call: ``task`` and ``current`` are the layout's task and current turn,
         ``window_units`` the recent window's units (the newest last)."""
-        task_text = "\n".join(m.text for m in task)
+        task_words = task_text(task)
         newest = window_units[-1].raw if window_units else ""
         question = "\n".join(m.text for m in current)
         extra = query or ""
         if cfg.history == "agent" and not question:
             embedder: Embedder = self._embedder()
-            texts = [t for t in (task_text, newest[:QUERY_HEAD_CHARS], extra) if t]
+            texts = [t for t in (task_words, newest[:QUERY_HEAD_CHARS], extra) if t]
             vector = normalize(sum(self._embed(texts), np.zeros(embedder.dim, dtype=np.float32)))
             focus = focus_of(cfg, window_units, query)
             if focus:
                 return Query(vector, focus, focus, focus)
             return Query(vector, "\n".join(t for t in (newest, extra) if t),
-                         "\n".join(t for t in (task_text, newest, extra) if t), "")
-        q_text = "\n".join(t for t in (question, extra) if t) or task_text
+                         "\n".join(t for t in (task_words, newest, extra) if t), "")
+        q_text = "\n".join(t for t in (question, extra) if t) or task_words
         return Query(self._embed([q_text])[0], q_text, q_text, "")
 
     def _embed(self, texts: list[str]) -> np.ndarray:
+        """The texts' vectors, each embedded on its own: in a shared call a text is padded to the
+        longest, which changes its vector's low bits, so alone its vector is the same whatever
+        else the query holds, and a prefetched one is the one it would make."""
         key = tuple(texts)
         if self._last is not None and self._last[0] == key:
             return self._last[1]
-        vecs = np.array(self._embedder().embed(texts), copy=True)
+        embedder = self._embedder()
+        vecs = np.array(np.concatenate([embedder.embed([t]) for t in texts]) if texts else embedder.embed(texts),
+                        copy=True)
         vecs.setflags(write=False)
         self._last = (key, vecs)
         return vecs
+
+
+def task_text(task: Sequence[Message]) -> str:
+    """The text of the task's messages, as a query sums it."""
+    return "\n".join(m.text for m in task)
 
 
 def focus_of(cfg: FlexAMemConfig, window_units: Sequence[Any], query: str | None) -> str:

@@ -22,6 +22,7 @@ from ..model.protocols import Store, Tokenizer
 from ..model.schema import Unit
 from ..recall.timeline import count_record_lines
 from ..stores import check_namespace
+from ..write.notes import EmbeddingInput
 from ..write.units import PackedUnit
 from .collector import collector_paused, freeze_bulk
 
@@ -51,8 +52,10 @@ class NamespaceState:
     version: str | None = None
     #: Digests of ``history``'s prefixes (a saved request state names the history it was made from).
     digests: PrefixDigests = field(default_factory=PrefixDigests)
-    #: The open unit the next step closes as it stands, with its parent's key (``Sync.prefetch``).
+    #: The open unit the next step closes as it stands, with its parent's key (``Sync.prefetch``),
+    #: and what its write embeds, made ahead by the prefetch.
     closing: tuple[PackedUnit, str | None] | None = None
+    prefetched: EmbeddingInput | None = None
 
     def accept(self, history: Sequence[Message | Mapping[str, Any]]) -> tuple[list[Message], bool]:
         """The call's history as the namespace's own copy, and whether that copy only grew

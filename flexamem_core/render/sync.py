@@ -73,7 +73,7 @@ class Sync:
         new_units, tail = self._pack(body[i:], matched, cfg, final)
         with catch_up(len(new_units), namespace, progress) as bar:
             written = NoteWriter(cfg, self.tokenizer, self.embedder(), self.writer).write(
-                self.store, state.index, new_units, bar) if new_units else 0
+                self.store, state.index, new_units, bar, state.prefetched) if new_units else 0
         if written:
             state.version = self.namespaces.version(namespace)  # our own writes (a racing one shows next time)
             if state.index.save_due():
@@ -87,26 +87,36 @@ class Sync:
             if tail is not None and not final and closes_as_is(tail, cfg.history, cfg.unit_tokens) else None
         return Synced(state.units, tail, written)
 
-    def prefetch(self, state: NamespaceState, cfg: FlexAMemConfig) -> None:
+    def prefetch(self, state: NamespaceState, cfg: FlexAMemConfig,
+                 also: Sequence[Callable[[], Sequence[str]]] = ()) -> None:
         """Start embedding the notes of the open unit the next step closes, on the embedder's
         background thread, so the host's wait for its model pays for them rather than the
         next call (which then finds them cached: the same vectors, see
         :meth:`~flexamem_core.index.embeddings.SentenceTransformerEmbedder.prefetch`).
 
         Only with the rule writer: its records cost nothing, where an LLM writer's would be
-        asked for twice (records are not cached, vectors are). Embedders without ``prefetch``
-        embed at the next call, as before."""
+        asked for twice (records are not cached, vectors are). ``also``: other inputs to embed
+        after it (the task's query text). Embedders without ``prefetch`` embed at the next
+        call, as before."""
         closing, state.closing = state.closing, None
         embedder = self.embedder()
         prefetch = getattr(embedder, "prefetch", None)
-        if closing is None or prefetch is None or not isinstance(self.writer, RuleRecordWriter):
+        if prefetch is None:
             return
-        packed, parent = closing
-        unit = to_unit(packed, cfg.history, parent)
-        if unit.key in state.index.position:
-            return
-        note_writer = NoteWriter(cfg, self.tokenizer, embedder, self.writer)
-        prefetch(lambda: note_writer.embedding_input([unit])[2])
+        inputs = list(also)
+        if closing is not None and isinstance(self.writer, RuleRecordWriter):
+            packed, parent = closing
+            unit = to_unit(packed, cfg.history, parent)
+            if unit.key not in state.index.position:
+                note_writer = NoteWriter(cfg, self.tokenizer, embedder, self.writer)
+
+                def texts() -> list[str]:
+                    made = note_writer.embedding_input([unit])
+                    state.prefetched = made  # its records and pieces: the write need not make them again
+                    return made.texts
+                inputs.insert(0, texts)
+        if inputs:
+            prefetch(*inputs)
 
     @staticmethod
     def _match_known(state: NamespaceState, body: Sequence[Message], known: bool) -> tuple[Chain, int]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -27,6 +28,16 @@ if TYPE_CHECKING:
     from ..config import FlexAMemConfig
 
 
+@dataclass(frozen=True)
+class EmbeddingInput:
+    """What writing some units embeds, and the records and pieces it was made from."""
+
+    keys: tuple[str, ...]
+    records: list[WrittenRecord]
+    pieces: list[list[Piece]]
+    texts: list[str]
+
+
 class NoteWriter:
     """Turns units into stored notes; batches the embedding of several units."""
 
@@ -38,29 +49,33 @@ class NoteWriter:
         self.writer = writer
 
     def write(self, store: Store, index: NamespaceIndex, units: Sequence[Unit],
-              progress: object | None = None) -> int:
-        """Write every unit not yet stored; returns how many were new. Idempotent."""
+              progress: object | None = None, ready: EmbeddingInput | None = None) -> int:
+        """Write every unit not yet stored; returns how many were new. Idempotent.
+
+        ``ready``: the :meth:`embedding_input` of one unit made ahead (by a prefetch), used
+        when that unit is written alone, as it is on the step that closes it."""
         if any(u.key not in index.position and store.has_unit(index.namespace, u.key) for u in units):
             index.load()  # another writer (process) stored some of them: pick its notes up
         todo = [u for u in units if u.key not in index.position]
         new = 0
         for start in range(0, len(todo), 16):
-            new += self._write_batch(store, index, todo[start:start + 16], progress)
+            new += self._write_batch(store, index, todo[start:start + 16], progress, ready)
         return new
 
-    def embedding_input(self, units: Sequence[Unit]) -> tuple[list[WrittenRecord], list[list[Piece]], list[str]]:
-        """The units' records, their pieces, and the texts one embedding call gets for them:
-        the notes, then (``embeds_pieces``) all their pieces."""
+    def embedding_input(self, units: Sequence[Unit]) -> EmbeddingInput:
+        """The units' keys and records, their pieces, and the texts one embedding call gets for
+        them: the notes, then (``embeds_pieces``) all their pieces."""
         written = [self.writer.write(u) for u in units]
         texts = [f"{w.record}\n" + _fields(w.keywords, w.tags, w.description) for w in written]
         cut = [cut_pieces(u.key, unit_blocks(u), self.tokenizer, self.config.tuning.piece_tokens) for u in units]
         if self.config.embeds_pieces:
             texts += [p.text for plist in cut for p in plist]
-        return written, cut, texts
+        return EmbeddingInput(tuple(u.key for u in units), written, cut, texts)
 
     def _write_batch(self, store: Store, index: NamespaceIndex, todo: Sequence[Unit],
-                     progress: object | None) -> int:
-        written, cut, texts = self.embedding_input(todo)
+                     progress: object | None, ready: EmbeddingInput | None = None) -> int:
+        made = ready if ready is not None and ready.keys == tuple(u.key for u in todo) else self.embedding_input(todo)
+        written, cut, texts = made.records, made.pieces, made.texts
         embedded = self.embedder.embed(texts)
         vectors = embedded[:len(todo)]
         at = len(todo)

@@ -20,7 +20,7 @@ from flexamem_core.index.embeddings import SentenceTransformerEmbedder
 from flexamem_core.model.messages import as_messages
 from flexamem_core.request.tokens import default_tokenizer
 from flexamem_core.write.units import closes_as_is, pack_units
-from flexamem_core.write.writers import LLMRecordWriter
+from flexamem_core.write.writers import LLMRecordWriter, RuleRecordWriter
 from tests.core.checks import steps
 
 TASK = "Fix the failing test in notes.py"
@@ -91,7 +91,36 @@ def test_the_next_call_finds_the_closing_units_notes_embedded(shared):
             assert not any(t.startswith("step ") for t in on_call), "the written unit's note was embedded before"
     assert closing_seen >= 3
     background = [t for name, t in e.encoded if name == "flexamem-prefetch"]
-    assert background and all(t.startswith("step ") for t in background), "only notes are prefetched"
+    assert background[0] == TASK, "the task first, on the first call (the history passes through)"
+    assert len(background) > 1 and all(t.startswith("step ") for t in background[1:]), "then notes"
+    on_calls = [t for name, t in e.encoded if name != "flexamem-prefetch"]
+    assert TASK not in on_calls, "no query embeds the task on its call"
+
+
+class CountingRuleWriter(RuleRecordWriter):
+    """The rule writer, counting the records it writes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.written: list[str] = []
+
+    def write(self, unit):
+        self.written.append(unit.key)
+        return super().write(unit)
+
+
+def test_each_record_is_written_once_the_prefetch_making_it_for_the_write(shared):
+    e, writer = RecordingEmbedder(shared), CountingRuleWriter()
+    mem = FlexAMem(CONFIG, embedder=e, writer=writer)
+    for n in range(1, 25):
+        mem.render(_history(n))
+        time.sleep(0.05)
+    e.wait()
+    keys = [n.unit_key for n in mem.state().index.notes]
+    assert len(keys) >= 5
+    assert len(writer.written) == len(set(writer.written)), "one record per unit: the write used the prefetch's"
+    assert set(keys) <= set(writer.written) and len(set(writer.written) - set(keys)) <= 1, \
+        "and one for the open unit the next step would close"
 
 
 def test_requests_are_the_same_whatever_the_background_threads_timing(shared):
@@ -135,7 +164,7 @@ def test_an_llm_writer_is_not_asked_twice(shared):
         mem.render(_history(n))
     e.wait()
     assert asked and len(asked) == len(mem.state().index.notes)
-    assert not [t for name, t in e.encoded if name == "flexamem-prefetch"]
+    assert [t for name, t in e.encoded if name == "flexamem-prefetch"] == [TASK], "no note: only the task"
 
 
 def test_only_a_full_agent_unit_closes_as_it_stands():

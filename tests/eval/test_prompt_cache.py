@@ -184,8 +184,9 @@ def test_report_has_the_cache_fields_and_the_price_model(tmp_path):
     assert get[("b", "cached_prefix_share")]["value"] == 0.5
     text = markdown(rows)
     assert all(m in text for m in CACHE_METRICS) and "0.1 x cached + 1.25 x new" in text
-    # reused and trace recall, task kept (not recorded here), the spread of the first, then the cache
-    assert "| a | – | – | – | – | – | – | 48.5 | " in text
+    # reused and trace recall, task kept (not recorded here), reused near and far, the spread of
+    # the first, then the cache
+    assert "| a | – | – | – | – | – | – | – | – | 48.5 | " in text
     assert get[("a", "task_kept")]["value"] is None and get[("a", "task_kept")]["n"] == 0
     paths = write_outputs(tmp_path, rows, ["b", "a"])
     assert tmp_path / "trajectories_prompt_cache.png" in paths
