@@ -6,12 +6,14 @@ question's vector is usually read from disk there. Here each LongMemEval_S histo
 ingested as ``flexamem eval`` does (``mode="auto"``, one store per history; vectors from the
 disk cache, so the run takes minutes, not hours), then every question is rendered at each
 budget with the real model and an empty in-process cache: the time includes embedding the
-question, as a user's first call with that question pays it. The write cost per turn is
+question, as a user's first call with that question pays it; only the first budget listed pays
+it (the memory keeps the vector of the texts it embedded last, so the same question at another
+budget reuses it): list the budget to measure first. The write cost per turn is
 measured apart, on the first ``--write-sample`` histories ingested again with the model and no
 cache at all (what a user's ingestion costs on this machine).
 
     HF_HUB_OFFLINE=1 python tests/benchmarks/bench_conversation_latency.py \\
-        ../shared/data/longmemeval/longmemeval_s_dev200.jsonl.gz --budgets 4000 8000 --write-sample 5
+        ../shared/data/longmemeval/longmemeval_s_dev200.jsonl.gz --budgets 8000 4000 --write-sample 5
 """
 
 from __future__ import annotations
