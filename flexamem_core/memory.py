@@ -124,8 +124,11 @@ class FlexAMem:
                 outcome = self._stable.render(state, namespace, msgs, grew, call)
             else:
                 outcome = self._render_call(state, namespace, msgs, grew, call)
-            task = split_layout(msgs, cfg.history, shared=grew, task=cfg.keep_task).task
-            self._sync.prefetch(state, cfg, self._queries.task_input(cfg, task))  # while the host waits for its model
+            # while the host waits for its model: the next unit's notes, and an agent's task (its
+            # layout's body is a view of the namespace's copy, so this costs no pass over the history)
+            agent = cfg.history == "agent"
+            task = split_layout(msgs, cfg.history, shared=grew, task=cfg.keep_task).task if agent else ()
+            self._sync.prefetch(state, cfg, self._queries.task_input(cfg, task))
             return outcome.with_report(newest_step=step_status(outcome.messages, msgs, cfg.history)).rendered()
 
     def _render_call(self, state: NamespaceState, namespace: str, msgs: list[Message], grew: bool,
