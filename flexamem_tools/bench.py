@@ -37,6 +37,7 @@ from flexamem_core.model.protocols import Embedder, Store
 from flexamem_core.request.tokens import TiktokenTokenizer, default_tokenizer
 from flexamem_core.write.units import pack_units
 
+from .bench_first_call import FIRST_CALL_PATHS, first_call_rows
 from .bench_loop import LOOP_PATHS, loop_rows
 from .bench_paths import PATHS, host_path, time_path
 
@@ -339,7 +340,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="history sizes to measure, in units of about 1,000 tokens (default: 100 1000 10000)")
     parser.add_argument("--renders", type=int, default=30, help="renders per size and mode")
     parser.add_argument("--budget", type=int, help="context budget of every render, in tokens "
-                        "(default 8000; with --loop 4000, the adapters' budget for a small model)")
+                        "(default 8000; with --loop or --first-call 4000, the adapters' budget for a small model)")
     parser.add_argument("--modes", nargs="+", choices=registered_strategies(), default=list(DEFAULT_MODES),
                         metavar="MODE", help=f"recovery strategies to time (default: {' '.join(DEFAULT_MODES)}; "
                         f"registered: {', '.join(registered_strategies())})")
@@ -368,6 +369,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--busy-seconds", type=float, default=3600.0, help="longest a busy process runs")
     parser.add_argument("--loop-paths", nargs="+", choices=LOOP_PATHS, default=list(LOOP_PATHS), metavar="PATH",
                         help=f"adapters the loop goes through ({', '.join(LOOP_PATHS)}; default: both)")
+    parser.add_argument("--first-call", metavar="TRAJECTORIES",
+                        help="instead: time each adapter's first call over an existing history (saved "
+                        "mini-swe-agent runs joined into one) with the real embedder, and what it logs meanwhile")
+    parser.add_argument("--messages", type=int, nargs="+", default=[1000, 10000],
+                        help="history sizes of --first-call, in messages (default 1000 10000)")
+    parser.add_argument("--first-call-paths", nargs="+", choices=FIRST_CALL_PATHS, default=list(FIRST_CALL_PATHS),
+                        metavar="PATH", help=f"adapters --first-call times ({', '.join(FIRST_CALL_PATHS)})")
     parser.add_argument("--out", help="also write the rows to this JSON file")
 
 
@@ -392,9 +400,16 @@ def scaling_rows(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def run(args: argparse.Namespace) -> int:
     if args.budget is None:
-        args.budget = 4000 if args.loop else 8000
+        args.budget = 4000 if args.loop or args.first_call else 8000
     if args.workers:
         return run_workers(args)
+    if args.first_call:
+        rows = first_call_rows(args.first_call, args.messages, args.budget,
+                               args.first_call_paths)
+        if args.out:
+            with open(args.out, "w") as fh:
+                json.dump(rows, fh, indent=1)
+        return 0
     if args.loop:
         rows = loop_rows(args.loop, args.limit, args.budget, args.pause, args.busy, args.busy_seconds,
                          args.loop_paths)

@@ -55,8 +55,7 @@ def terms(text: str) -> list[str]:
     """Lower-cased content words of a text, markup and stop words removed (with repeats)."""
     stops = stop_words()
     words = _WORD.findall(_MARKUP.sub(" ", text.lower()))
-    return [w.strip("_") for w in words
-            if w.strip("_") and w not in stops and (len(w) > 1 or w.isdigit())]
+    return [s for w in words if (s := w.strip("_")) and w not in stops and (len(w) > 1 or w.isdigit())]
 
 
 def content_words(text: str) -> set[str]:

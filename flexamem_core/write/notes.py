@@ -4,9 +4,14 @@ With ``piece_vectors`` (the default for reader histories) every piece is embedde
 call as the notes of its batch, and stored with its vector; a render then ranks pieces by
 cosine without any model call but the query's.
 
-``e_i = phi(s_i || f_i)``; the links are the ``links_per_note`` earlier notes with the
-highest cosine to ``e_i`` (both directions are followed at read time, so an earlier
-note never has to be rewritten to point forward).
+``e_i = phi(s_i || f_i)``, for an agent unit from the first :data:`NOTE_HEAD_CHARS`
+characters of that text: its record opens with the steps' commands and outcomes, and the rest
+(more steps, keywords, the thought) read in full cost about three times as much to embed (the
+model reads up to 256 word pieces, and an agent's identifiers split into many) for the same
+evidence found (docs/evaluation.md says where the length was chosen and checked). That cost is
+the first call's over a long history and every closed unit's. The links are the
+``links_per_note`` earlier notes with the highest cosine to ``e_i`` (both directions are
+followed at read time, so an earlier note never has to be rewritten to point forward).
 """
 
 from __future__ import annotations
@@ -26,6 +31,9 @@ from .units import messages_digest, next_step, unit_blocks, unit_label
 
 if TYPE_CHECKING:
     from ..config import FlexAMemConfig
+
+#: Characters of an agent note's text its vector is embedded from (module docstring).
+NOTE_HEAD_CHARS = 300
 
 
 @dataclass(frozen=True)
@@ -66,7 +74,7 @@ class NoteWriter:
         """The units' keys and records, their pieces, and the texts one embedding call gets for
         them: the notes, then (``embeds_pieces``) all their pieces."""
         written = [self.writer.write(u) for u in units]
-        texts = [f"{w.record}\n" + _fields(w.keywords, w.tags, w.description) for w in written]
+        texts = [note_text(w, u.kind) for w, u in zip(written, units)]
         cut = [cut_pieces(u.key, unit_blocks(u), self.tokenizer, self.config.tuning.piece_tokens) for u in units]
         if self.config.embeds_pieces:
             texts += [p.text for plist in cut for p in plist]
@@ -100,6 +108,13 @@ class NoteWriter:
             if progress is not None and hasattr(progress, "update"):
                 progress.update(1)
         return new
+
+
+def note_text(written: WrittenRecord, kind: str) -> str:
+    """The text a note's vector is embedded from: record and fields, an agent note's cut to its
+    head (module docstring)."""
+    text = f"{written.record}\n" + _fields(written.keywords, written.tags, written.description)
+    return text[:NOTE_HEAD_CHARS] if kind == "agent" else text
 
 
 def _fields(keywords: Sequence[str], tags: Sequence[str], description: str) -> str:

@@ -33,6 +33,8 @@ _TAGS = re.compile(r"</?[a-z_]+>")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 _INFORMATIVE = re.compile(r"\b(?:[A-Z][a-z]+|\d[\d,.:/-]*|[A-Z]{2,})\b")
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_./-]{3,}")
+#: What makes an _IDENT match an identifier rather than a word: a path or name separator, a digit.
+_IDENT_MARK = re.compile(r"[_./0-9]")
 
 
 def words(text: str) -> list[str]:
@@ -70,7 +72,14 @@ _SUMMARY = re.compile(r"\b\d+ (passed|failed|errors?)\b")
 
 
 def _meaningful(line: str) -> bool:
-    return sum(c.isalnum() for c in line) >= 3
+    """At least three letters or digits (stops at the third: outputs run to thousands of lines)."""
+    seen = 0
+    for c in line:
+        if c.isalnum():
+            seen += 1
+            if seen == 3:
+                return True
+    return False
 
 
 def outcome_of(output: str) -> str:
@@ -156,8 +165,7 @@ def reader_record(unit: Unit, limit: int) -> str:
 
 def keywords_of(unit: Unit, n: int = 10) -> tuple[str, ...]:
     """The most frequent content words and identifiers of the unit."""
-    idents = Counter(m for m in _IDENT.findall(unit.raw) if any(c in m for c in "_./") or
-                     any(c.isdigit() for c in m))
+    idents = Counter(m for m in _IDENT.findall(unit.raw) if _IDENT_MARK.search(m))
     counts = Counter(terms(unit.raw))
     out = [w for w, _ in idents.most_common(n // 2)]
     out += [w for w, _ in counts.most_common(n * 2) if w not in out]

@@ -1,0 +1,132 @@
+"""What the first call over an existing history costs, for ``flexamem bench --first-call``.
+
+A thread loaded from a checkpoint, a chat store or a resumed run reaches the memory with its
+whole history on the first call, and every unit must be written (record, vectors) before the
+request can be rendered. Here each adapter gets such a history once, as its host holds it:
+
+- ``minisweagent``: ``FlexAMemModel.render`` on mini-swe-agent's message dicts;
+- ``langchain``: the render the ``create_agent`` middleware makes, on LangChain messages;
+- ``llamaindex``: ``FlexAMemory.get`` over a chat store, with its default ``"chat"`` preset.
+
+Every path gets the same history: saved mini-swe-agent runs joined into one history of N
+messages (the first run's system message and task, then the steps of as many runs as it
+takes); LlamaIndex gets it as the ``ChatMessage`` objects an agent's chat store would hold.
+Each call has a fresh memory and the real model, loaded beforehand, with its vector cache
+emptied.
+The ``flexamem`` logger's INFO lines during the call are kept: what a host's log shows while
+it waits (the catch-up's announcement, its progress with an estimate, its end).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from flexamem_core.memory import FlexAMem
+from flexamem_core.model.messages import Message
+
+#: The adapters timed, in the order the rows list them.
+FIRST_CALL_PATHS = ("minisweagent", "langchain", "llamaindex")
+
+
+def trajectory_history(runs: Sequence[Mapping[str, Any]], size: int) -> list[dict[str, Any]]:
+    """One agent history of about ``size`` messages (ending on an observation, as a model call
+    sees it): the first run's system message and task, then the steps of the runs in order."""
+    messages = [dict(m) for m in runs[0]["messages"][:2]]
+    for run in runs:
+        messages += [dict(m) for m in run["messages"][2:] if m["role"] in ("assistant", "user")]
+        if len(messages) >= size:
+            break
+    messages = messages[:size]
+    while messages and messages[-1]["role"] != "user":
+        messages.pop()
+    return messages
+
+
+class _Captured(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+def _time_call(call: Callable[[], Any]) -> tuple[float, list[str]]:
+    """Seconds ``call`` took, and the ``flexamem`` logger's INFO lines meanwhile."""
+    log = logging.getLogger("flexamem")
+    handler, level = _Captured(), log.level
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    try:
+        t0 = time.perf_counter()
+        call()
+        return time.perf_counter() - t0, handler.lines
+    finally:
+        log.removeHandler(handler)
+        log.setLevel(level)
+
+
+def _minisweagent_call(history: list[dict[str, Any]], budget: int, embedder: Any) -> Callable[[], Any]:
+    from flexamem_minisweagent import FlexAMemModel
+    from flexamem_minisweagent.settings import FlexAMemSettings
+    from minisweagent.models.test_models import DeterministicModel
+
+    mem = FlexAMem(FlexAMemSettings().core_config(budget), embedder=embedder)
+    model = FlexAMemModel(inner=DeterministicModel(outputs=[]), memory=mem,
+                          flexamem={"budget": budget, "tool_schema_tokens": 0})
+    return lambda: model.render(history)
+
+
+def _langchain_call(history: list[dict[str, Any]], budget: int, embedder: Any) -> Callable[[], Any]:
+    from flexamem_langgraph.convert import from_core_message
+    from flexamem_langgraph.render import render_langchain
+
+    from flexamem_core.host import config_for_budget
+
+    mem = FlexAMem(config_for_budget(budget), embedder=embedder)
+    converted = [from_core_message(Message.from_dict(m)) for m in history]  # the graph state's own objects
+    return lambda: render_langchain(mem, converted, namespace="resumed", budget=budget)
+
+
+def _llamaindex_call(history: list[dict[str, Any]], budget: int, embedder: Any) -> Callable[[], Any]:
+    from flexamem_llamaindex import FlexAMemory
+    from llama_index.core.base.llms.types import ChatMessage, MessageRole
+
+    chat = [ChatMessage(role=MessageRole(m["role"]), content=str(m.get("content") or "")) for m in history]
+    memory = FlexAMemory.from_defaults(chat_history=chat[:-1], budget=budget, embedder=embedder)
+    return lambda: memory.get(input=chat[-1].content)
+
+
+def first_call_rows(trajectories: str, sizes: Sequence[int], budget: int,
+                    paths: Sequence[str], print_fn: Callable[[str], None] = print) -> list[dict[str, Any]]:
+    """Rows of ``flexamem bench --first-call``: per path and history size, the first call's
+    seconds, units written and the INFO lines logged (the last one shown)."""
+    os.environ.setdefault("MSWEA_SILENT_STARTUP", "1")
+    from flexamem_core.index.embeddings import default_embedder
+
+    embedder = default_embedder()
+    embedder.load()
+    from flexamem_minisweagent.trajectory import load_trajectories
+
+    runs = load_trajectories(trajectories)
+    calls = {"minisweagent": _minisweagent_call, "langchain": _langchain_call, "llamaindex": _llamaindex_call}
+    rows: list[dict[str, Any]] = []
+    for path in paths:
+        for size in sizes:
+            embedder._cache.clear()  # every vector of the history is made by this call
+            history = trajectory_history(runs, size)
+            call = calls[path](history, budget, embedder)
+            calls_before = embedder.calls
+            seconds, lines = _time_call(call)
+            row = {"path": path, "messages": len(history), "budget": budget, "seconds": seconds,
+                   "texts_embedded": embedder.calls - calls_before, "info_lines": len(lines),
+                   "last_info_line": lines[-1] if lines else "", "load": os.getloadavg()[0]}
+            rows.append(row)
+            print_fn(f"{path:<13} {row['messages']:>6} messages  first call {seconds:7.2f} s  "
+                     f"texts embedded {row['texts_embedded']:>6}  INFO lines {len(lines):>3}  "
+                     f"{row['last_info_line']}")
+    return rows
