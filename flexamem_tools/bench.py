@@ -372,6 +372,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--first-call", metavar="TRAJECTORIES",
                         help="instead: time each adapter's first call over an existing history (saved "
                         "mini-swe-agent runs joined into one) with the real embedder, and what it logs meanwhile")
+    parser.add_argument("--conversations", metavar="LOCOMO",
+                        help="with --first-call: also give LlamaIndex a conversation of short turns (a LoCoMo file)")
     parser.add_argument("--messages", type=int, nargs="+", default=[1000, 10000],
                         help="history sizes of --first-call, in messages (default 1000 10000)")
     parser.add_argument("--first-call-paths", nargs="+", choices=FIRST_CALL_PATHS, default=list(FIRST_CALL_PATHS),
@@ -404,8 +406,8 @@ def run(args: argparse.Namespace) -> int:
     if args.workers:
         return run_workers(args)
     if args.first_call:
-        rows = first_call_rows(args.first_call, args.messages, args.budget,
-                               args.first_call_paths)
+        rows = first_call_rows(args.first_call, args.messages, args.budget, args.first_call_paths,
+                               conversations=args.conversations)
         if args.out:
             with open(args.out, "w") as fh:
                 json.dump(rows, fh, indent=1)

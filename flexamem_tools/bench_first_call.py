@@ -10,7 +10,9 @@ request can be rendered. Here each adapter gets such a history once, as its host
 
 Every path gets the same history: saved mini-swe-agent runs joined into one history of N
 messages (the first run's system message and task, then the steps of as many runs as it
-takes); LlamaIndex gets it as the ``ChatMessage`` objects an agent's chat store would hold.
+takes); LlamaIndex gets it as the ``ChatMessage`` objects an agent's chat store would hold,
+and with ``conversations`` (a LoCoMo file) also a conversation of short turns, the history its
+chat preset is for (LoCoMo's conversations joined; as many messages as they have at most).
 Each call has a fresh memory and the real model, loaded beforehand, with its vector cache
 emptied.
 The ``flexamem`` logger's INFO lines during the call are kept: what a host's log shows while
@@ -41,6 +43,14 @@ def trajectory_history(runs: Sequence[Mapping[str, Any]], size: int) -> list[dic
         if len(messages) >= size:
             break
     messages = messages[:size]
+    while messages and messages[-1]["role"] != "user":
+        messages.pop()
+    return messages
+
+
+def conversation_history(histories: Sequence[Sequence[Message]], size: int) -> list[dict[str, Any]]:
+    """One conversation of at most ``size`` messages from several joined, ending on a user turn."""
+    messages = [m.to_dict() for h in histories for m in h if m.role in ("user", "assistant")][:size]
     while messages and messages[-1]["role"] != "user":
         messages.pop()
     return messages
@@ -101,8 +111,9 @@ def _llamaindex_call(history: list[dict[str, Any]], budget: int, embedder: Any) 
     return lambda: memory.get(input=chat[-1].content)
 
 
-def first_call_rows(trajectories: str, sizes: Sequence[int], budget: int,
-                    paths: Sequence[str], print_fn: Callable[[str], None] = print) -> list[dict[str, Any]]:
+def first_call_rows(trajectories: str, sizes: Sequence[int], budget: int, paths: Sequence[str],
+                    print_fn: Callable[[str], None] = print, conversations: str | None = None
+                    ) -> list[dict[str, Any]]:
     """Rows of ``flexamem bench --first-call``: per path and history size, the first call's
     seconds, units written and the INFO lines logged (the last one shown)."""
     os.environ.setdefault("MSWEA_SILENT_STARTUP", "1")
@@ -114,19 +125,23 @@ def first_call_rows(trajectories: str, sizes: Sequence[int], budget: int,
 
     runs = load_trajectories(trajectories)
     calls = {"minisweagent": _minisweagent_call, "langchain": _langchain_call, "llamaindex": _llamaindex_call}
+    cases = [(path, "agent", trajectory_history(runs, size)) for path in paths for size in sizes]
+    if conversations is not None and "llamaindex" in paths:
+        from flexamem_eval.datasets import load
+
+        chats = [item.history for item in load("locomo", conversations)]
+        cases += [("llamaindex", "conversation", conversation_history(chats, size)) for size in sizes]
     rows: list[dict[str, Any]] = []
-    for path in paths:
-        for size in sizes:
-            embedder._cache.clear()  # every vector of the history is made by this call
-            history = trajectory_history(runs, size)
-            call = calls[path](history, budget, embedder)
-            calls_before = embedder.calls
-            seconds, lines = _time_call(call)
-            row = {"path": path, "messages": len(history), "budget": budget, "seconds": seconds,
-                   "texts_embedded": embedder.calls - calls_before, "info_lines": len(lines),
-                   "last_info_line": lines[-1] if lines else "", "load": os.getloadavg()[0]}
-            rows.append(row)
-            print_fn(f"{path:<13} {row['messages']:>6} messages  first call {seconds:7.2f} s  "
-                     f"texts embedded {row['texts_embedded']:>6}  INFO lines {len(lines):>3}  "
-                     f"{row['last_info_line']}")
+    for path, kind, history in cases:
+        embedder._cache.clear()  # every vector of the history is made by this call
+        call = calls[path](history, budget, embedder)
+        calls_before = embedder.calls
+        seconds, lines = _time_call(call)
+        row = {"path": path, "history": kind, "messages": len(history), "budget": budget, "seconds": seconds,
+               "texts_embedded": embedder.calls - calls_before, "info_lines": len(lines),
+               "last_info_line": lines[-1] if lines else "", "load": os.getloadavg()[0]}
+        rows.append(row)
+        print_fn(f"{path:<13} {kind:<12} {row['messages']:>6} messages  first call {seconds:7.2f} s  "
+                 f"texts embedded {row['texts_embedded']:>6}  INFO lines {len(lines):>3}  "
+                 f"{row['last_info_line']}")
     return rows

@@ -13,6 +13,7 @@ pytest.importorskip("flexamem_langgraph")
 pytest.importorskip("flexamem_llamaindex")
 
 from flexamem_core.index.warm import CATCH_UP_BAR_UNITS
+from flexamem_eval.datasets import sample_path
 from flexamem_tools.bench_first_call import first_call_rows, trajectory_history
 from tests.agent_runs import text_action_run
 
@@ -23,11 +24,15 @@ def test_each_adapter_writes_the_whole_history_on_its_first_call_and_logs_it(tmp
     data.write_text("\n".join(json.dumps({"instance_id": f"r{i}", "messages": m}) for i, m in enumerate(runs)))
     lines: list[str] = []
     rows = first_call_rows(str(data), [80, 200], budget=2000, paths=("minisweagent", "langchain", "llamaindex"),
-                           print_fn=lines.append)
-    assert [(r["path"], r["messages"]) for r in rows] == [
+                           print_fn=lines.append, conversations=str(sample_path("locomo")))
+    agent_rows = [r for r in rows if r["history"] == "agent"]
+    assert [(r["path"], r["messages"]) for r in agent_rows] == [
         (p, n) for p in ("minisweagent", "langchain", "llamaindex") for n in (80, 200)]
+    chat_rows = [r for r in rows if r["history"] == "conversation"]
+    assert [r["path"] for r in chat_rows] == ["llamaindex", "llamaindex"]
+    assert 0 < chat_rows[0]["messages"] <= 80 and chat_rows[0]["messages"] <= chat_rows[1]["messages"] <= 200
     assert len(lines) == len(rows)
-    by = {(r["path"], r["messages"]): r for r in rows}
+    by = {(r["path"], r["messages"]): r for r in agent_rows}
     for r in rows:
         assert r["seconds"] > 0 and r["texts_embedded"] > 0, r
         assert r["last_info_line"].startswith("render "), "the render's own INFO line ends the call"
