@@ -400,25 +400,25 @@ def scaling_rows(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def _write_rows(rows: Sequence[dict[str, Any]], out: str | None) -> int:
+    """Write ``rows`` as JSON to ``out`` when given; the exit status."""
+    if out:
+        with open(out, "w") as fh:
+            json.dump(list(rows), fh, indent=1)
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     if args.budget is None:
         args.budget = 4000 if args.loop or args.first_call else 8000
     if args.workers:
         return run_workers(args)
     if args.first_call:
-        rows = first_call_rows(args.first_call, args.messages, args.budget, args.first_call_paths,
-                               conversations=args.conversations)
-        if args.out:
-            with open(args.out, "w") as fh:
-                json.dump(rows, fh, indent=1)
-        return 0
+        return _write_rows(first_call_rows(args.first_call, args.messages, args.budget, args.first_call_paths,
+                                           conversations=args.conversations), args.out)
     if args.loop:
-        rows = loop_rows(args.loop, args.limit, args.budget, args.pause, args.busy, args.busy_seconds,
-                         args.loop_paths)
-        if args.out:
-            with open(args.out, "w") as fh:
-                json.dump(rows, fh, indent=1)
-        return 0
+        return _write_rows(loop_rows(args.loop, args.limit, args.budget, args.pause, args.busy, args.busy_seconds,
+                                     args.loop_paths), args.out)
     rows: list[dict[str, Any]] = []
     if args.embed_sample:
         rows.append(embedding_cost(args.embed_sample))
@@ -432,10 +432,7 @@ def run(args: argparse.Namespace) -> int:
             value = r[extra]
             shown = f"{value:>10.3f}" if isinstance(value, (int, float)) else str(value)
             print(f"{r['units']:>7} {'':>18}  {extra:<40} {shown}")
-    if args.out:
-        with open(args.out, "w") as fh:
-            json.dump(rows, fh, indent=1)
-    return 0
+    return _write_rows(rows, args.out)
 
 
 def run_workers(args: argparse.Namespace) -> int:

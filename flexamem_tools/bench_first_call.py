@@ -42,15 +42,16 @@ def trajectory_history(runs: Sequence[Mapping[str, Any]], size: int) -> list[dic
         messages += [dict(m) for m in run["messages"][2:] if m["role"] in ("assistant", "user")]
         if len(messages) >= size:
             break
-    messages = messages[:size]
-    while messages and messages[-1]["role"] != "user":
-        messages.pop()
-    return messages
+    return _ending_on_user(messages[:size])
 
 
 def conversation_history(histories: Sequence[Sequence[Message]], size: int) -> list[dict[str, Any]]:
     """One conversation of at most ``size`` messages from several joined, ending on a user turn."""
-    messages = [m.to_dict() for h in histories for m in h if m.role in ("user", "assistant")][:size]
+    return _ending_on_user([m.to_dict() for h in histories for m in h if m.role in ("user", "assistant")][:size])
+
+
+def _ending_on_user(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``messages`` up to their last user message: a model call comes after an observation or a turn."""
     while messages and messages[-1]["role"] != "user":
         messages.pop()
     return messages

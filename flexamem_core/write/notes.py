@@ -6,9 +6,9 @@ cosine without any model call but the query's.
 
 ``e_i = phi(s_i || f_i)``, for an agent unit from the first :data:`NOTE_HEAD_CHARS`
 characters of that text: its record opens with the steps' commands and outcomes, and the rest
-(more steps, keywords, the thought) read in full cost about three times as much to embed (the
-model reads up to 256 word pieces, and an agent's identifiers split into many) for the same
-evidence found (docs/evaluation.md says where the length was chosen and checked). That cost is
+(more steps, keywords, the thought) costs far more to embed (the model reads up to 256 word
+pieces, and an agent's identifiers split into many) and finds no more evidence
+(docs/evaluation.md says where the length was chosen and checked). That cost is
 the first call's over a long history and every closed unit's. The links are the
 ``links_per_note`` earlier notes with the highest cosine to ``e_i`` (both directions are
 followed at read time, so an earlier note never has to be rewritten to point forward).
