@@ -6,7 +6,7 @@ Each is a small ``typing.Protocol``; the defaults live in their own modules
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -73,6 +73,19 @@ class RequestStates(Protocol):
     def get_request_state(self, namespace: str) -> bytes | None: ...
 
     def put_request_state(self, namespace: str, data: bytes) -> None: ...
+
+
+@runtime_checkable
+class PieceVectorFill(Protocol):
+    """Optional store capability: a stored piece's own vector added after its unit was written.
+
+    A piece's vector is derived data (the embedding of its text), so a long catch-up can
+    write its units at once and their pieces' vectors after the call
+    (:mod:`flexamem_core.render.piece_fill`). ``put_piece_vectors`` sets the vectors of the
+    pieces of ``unit_key`` named by index that have none; a piece that has one keeps it, and a
+    unit no longer stored (forgotten meanwhile) is skipped. Idempotent."""
+
+    def put_piece_vectors(self, namespace: str, unit_key: str, vectors: Mapping[int, np.ndarray]) -> None: ...
 
 
 @runtime_checkable

@@ -24,7 +24,7 @@ import hashlib
 import re
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -182,6 +182,19 @@ class ChromaStore:
         col.add(ids=ids, embeddings=vectors, documents=docs,
                 metadatas=metas)  # one call: the unit, its note and pieces together
         return True
+
+    def put_piece_vectors(self, namespace: str, unit_key: str, vectors: Mapping[int, np.ndarray]) -> None:
+        """Fill the own vectors of a unit's pieces that have none (``PieceVectorFill``): each
+        such piece entry gets the vector, and its ``own_vector`` mark, in one ``update``."""
+        rows = codec.fill_vectors(vectors)
+        col = self._collection(namespace)
+        if col is None or not rows:
+            return
+        got = _get(col, ids=[f"p:{unit_key}:{i}" for i in rows], include=["metadatas"])
+        todo = [(i, m) for i, m in zip(got["ids"], got["metadatas"], strict=True) if not m.get("own_vector")]
+        if todo:
+            col.update(ids=[i for i, _ in todo], embeddings=np.stack([rows[int(m["idx"])] for _, m in todo]),
+                       metadatas=[{**m, "own_vector": True} for _, m in todo])
 
     def has_unit(self, namespace: str, key: str) -> bool:
         col = self._collection(namespace)

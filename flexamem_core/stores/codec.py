@@ -207,6 +207,20 @@ def piece_from_text(text: str, vector: bytes | memoryview | None = None) -> Piec
     return dataclasses.replace(piece, embedding=embedding_from_bytes(vector))
 
 
+def fill_vectors(vectors: Mapping[int, Any]) -> dict[int, np.ndarray]:
+    """The vectors given to ``put_piece_vectors``, by piece index, as finite float32 rows
+    (a clear error before anything is written)."""
+    out: dict[int, np.ndarray] = {}
+    for index, vector in vectors.items():
+        if isinstance(index, bool) or not isinstance(index, int | np.integer):
+            raise TypeError(f"piece index must be an int, not {type(index).__name__}")
+        row = np.asarray(vector, dtype=np.float32).reshape(-1)
+        if not row.size or not np.isfinite(row).all():
+            raise ValueError(f"the vector of piece {index} is empty or not finite")
+        out[int(index)] = row
+    return out
+
+
 def merged_text(merged: MergedRecord) -> str:
     return dumps(merged.to_dict())
 

@@ -5,11 +5,13 @@ from __future__ import annotations
 import dataclasses
 import threading
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from ..model.schema import MergedRecord, Note, Piece, Unit
-from .codec import check_write
+from .codec import check_write, fill_vectors
 from .forgetting import merged_covering
 from .names import check_namespace
 
@@ -63,6 +65,15 @@ class InMemoryStore:
             space.pieces[unit.key] = list(pieces)
             self._changed(space)
             return True
+
+    def put_piece_vectors(self, namespace: str, unit_key: str, vectors: Mapping[int, np.ndarray]) -> None:
+        """Fill the own vectors of a unit's pieces that have none (``PieceVectorFill``)."""
+        rows = fill_vectors(vectors)
+        with self._lock:
+            plist = self._space(namespace).pieces.get(unit_key)
+            for i, p in enumerate(plist or ()):
+                if p.embedding is None and p.index in rows:
+                    plist[i] = dataclasses.replace(p, embedding=rows[p.index])
 
     def _changed(self, space: _Space) -> None:
         self._changes += 1

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
 from ..model.schema import MergedRecord, Note, Piece, Unit
@@ -33,6 +33,9 @@ from .postgres_plans import (
     check_schema_name,
     run_plan,
 )
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "AsyncPostgresStore", "PostgresStore", "SchemaVersionError",
            "check_schema_name", "split_url"]
@@ -177,6 +180,10 @@ class PostgresStore:
     def merged_records(self, namespace: str) -> list[MergedRecord]:
         return self._run(self._plans.merged_records(namespace))
 
+    def put_piece_vectors(self, namespace: str, unit_key: str, vectors: Mapping[int, np.ndarray]) -> None:
+        """Fill the own vectors of a unit's pieces that have none (``PieceVectorFill``)."""
+        self._run(self._plans.put_piece_vectors(namespace, unit_key, vectors))
+
     def namespace_version(self, namespace: str) -> str:
         return self._run(self._plans.namespace_version(namespace))
 
@@ -300,6 +307,9 @@ class AsyncPostgresStore:
 
     async def merged_records(self, namespace: str) -> list[MergedRecord]:
         return await self._run(self._plans.merged_records(namespace))
+
+    async def put_piece_vectors(self, namespace: str, unit_key: str, vectors: Mapping[int, np.ndarray]) -> None:
+        await self._run(self._plans.put_piece_vectors(namespace, unit_key, vectors))
 
     async def namespace_version(self, namespace: str) -> str:
         return await self._run(self._plans.namespace_version(namespace))

@@ -13,15 +13,18 @@ bound parameters; the schema is a checked, quoted identifier.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..model.schema import MergedRecord, Note, Piece, Unit
 from . import codec
 from .forgetting import merged_covering
 from .names import check_namespace
 from .sql_schema import SCHEMA_VERSION, migrations
+
+if TYPE_CHECKING:
+    import numpy as np
 
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 _LOCK = "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))"
@@ -132,6 +135,8 @@ class Plans:
         self.insert_link = q("INSERT INTO {s}.links (namespace, src, pos, dst) VALUES (%s, %s, %s, %s)")
         self.insert_piece = q("INSERT INTO {s}.pieces (namespace, unit_key, idx, seq, data, embedding) "
                               "VALUES (%s, %s, %s, %s, %s, %s)")
+        self.fill_piece_vector = q("UPDATE {s}.pieces SET embedding = %s WHERE namespace = %s AND unit_key = %s "
+                                   "AND idx = %s AND embedding IS NULL")
         self.insert_merged = q("INSERT INTO {s}.merged (namespace, key, data) VALUES (%s, %s, %s) "
                                "ON CONFLICT (namespace, key) DO NOTHING RETURNING key")
         self.insert_cover = q("INSERT INTO {s}.merged_covers (namespace, merged_key, covered) "
@@ -228,6 +233,15 @@ class Plans:
         yield Call(self.insert_piece, [(ns, unit.key, p.index, seq, codec.piece_text(p),
                                         codec.piece_vector_bytes(p)) for p in plist], many=True)
         return True
+
+    def put_piece_vectors(self, namespace: str, unit_key: str, vectors: Mapping[int, np.ndarray]) -> Plan[None]:
+        check_namespace(namespace)
+        rows = codec.fill_vectors(vectors)
+        return self._put_piece_vectors(namespace, unit_key, rows)
+
+    def _put_piece_vectors(self, ns: str, unit_key: str, rows: dict[int, np.ndarray]) -> Plan[None]:
+        yield Call(self.fill_piece_vector, [(codec.embedding_bytes(v), ns, unit_key, i) for i, v in rows.items()],
+                   many=True)
 
     def put_merged(self, namespace: str, merged: MergedRecord) -> Plan[None]:
         check_namespace(namespace)

@@ -14,9 +14,10 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from ..model.schema import MergedRecord, Note, Piece, Unit
@@ -24,6 +25,9 @@ from . import codec
 from .forgetting import merged_covering
 from .names import check_namespace
 from .sql_schema import SCHEMA_VERSION, migrations
+
+if TYPE_CHECKING:
+    import numpy as np
 
 MIGRATIONS = migrations("sqlite")
 #: The chain of a namespace in write order, read from the ``units_chain`` index alone.
@@ -180,6 +184,15 @@ class SQLiteStore:
                 "INSERT INTO pieces (namespace, unit_key, idx, seq, data, embedding) VALUES (?, ?, ?, ?, ?, ?)",
                 [(namespace, unit.key, idx, seq, data, vec) for idx, data, vec in piece_rows])
             return True
+
+    def put_piece_vectors(self, namespace: str, unit_key: str, vectors: Mapping[int, np.ndarray]) -> None:
+        """Fill the own vectors of a unit's pieces that have none (``PieceVectorFill``)."""
+        check_namespace(namespace)
+        rows = codec.fill_vectors(vectors)
+        with self._write() as conn:
+            conn.executemany("UPDATE pieces SET embedding = ? WHERE namespace = ? AND unit_key = ? AND idx = ? "
+                             "AND embedding IS NULL",
+                             [(codec.embedding_bytes(v), namespace, unit_key, i) for i, v in rows.items()])
 
     def has_unit(self, namespace: str, key: str) -> bool:
         check_namespace(namespace)

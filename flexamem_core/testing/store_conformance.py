@@ -30,10 +30,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ..index.snapshot import IndexSnapshots, MergedListing, NamespaceVersions, NotesFrom
-from ..model.protocols import RequestStates, Store
+from ..model.protocols import PieceVectorFill, RequestStates, Store
 from ..stores import ForgettingStore, NamespaceError, forget_tenant, open_store, store_url
 from .backend import StoreBackend
-from .storekit import make_chain, make_merged, make_unit, snapshot
+from .storekit import make_chain, make_merged, make_unit, snapshot, vector
 
 __all__ = ["StoreBackend", "StoreConformance"]
 
@@ -356,6 +356,34 @@ class StoreConformance:
                         assert g.embedding is not None and g.embedding.dtype == np.float32
                         np.testing.assert_array_equal(g.embedding, e.embedding)
                         assert g.to_dict() == e.to_dict()
+
+    def test_piece_vectors_filled_after_the_write(self, backend):
+        """The piece vector fill capability (``PieceVectorFill``): a piece stored without its
+        own vector gets exactly the one filled later, read back from ``pieces``, ``iter_pieces``
+        and a reopened store; a piece that has one keeps it; a unit not stored is skipped; a
+        bad vector is refused before anything changes."""
+        store = backend.first
+        if not isinstance(store, PieceVectorFill):
+            pytest.skip(f"{type(store).__name__} cannot fill piece vectors (catch-ups embed pieces as they write)")
+        chain = make_chain("fill", 2)
+        chain.append(make_unit("fill", 3, chain[-1][0].key, piece_vectors=[True, False, True]))
+        write_all(store, NS, chain)
+        filled = {(u.key, j): vector(f"{u.key}/filled {j}") for u, _, plist in chain for j in range(len(plist))}
+        with pytest.raises(ValueError):
+            store.put_piece_vectors(NS, chain[0][0].key, {0: vector("not this one"), 1: [float("nan")] * 384})
+        for unit, _, plist in chain:
+            store.put_piece_vectors(NS, unit.key, {j: filled[unit.key, j] for j in range(len(plist))})
+        store.put_piece_vectors(NS, "no-such-unit", {0: filled[chain[0][0].key, 0]})
+        expected = [[p.embedding if p.embedding is not None else filled[unit.key, p.index] for p in plist]
+                    for unit, _, plist in chain]
+        for s in [store, backend.open()] if backend.persistent else [store]:
+            got = [s.pieces(NS, unit.key) for unit, _, _ in chain]
+            assert [[p.text for p in g] for g in got] == [[p.text for p in t[2]] for t in chain]
+            for g, e in zip([*got, list(s.iter_pieces(NS))], [*expected, [v for e in expected for v in e]]):
+                assert len(g) == len(e)
+                for piece, vec in zip(g, e, strict=True):
+                    assert piece.embedding is not None and piece.embedding.dtype == np.float32
+                    np.testing.assert_array_equal(piece.embedding, vec)
 
     def test_index_snapshots_are_kept_per_namespace_and_forgotten_with_their_units(self, backend):
         """The optional ``IndexSnapshots`` capability: one blob per namespace, exact bytes, replaced
