@@ -97,6 +97,7 @@ class FlexAMem:
         """
         history = _as_history(history)
         with self._lock, self._namespaces.open(namespace) as state:
+            self._sync.pieces.fill(state, namespace, self.config)
             msgs, grew = state.accept(history)
             layout = split_layout(msgs, self.config.history, shared=grew, task=self.config.keep_task)
             body = [*layout.body, *layout.current] if final and layout.current else layout.body
@@ -119,6 +120,7 @@ class FlexAMem:
         call = self._call(budget, query, extra_tokens)
         cfg = call.cfg
         with self._lock, self._namespaces.open(namespace) as state:
+            self._sync.pieces.fill(state, namespace, cfg)
             msgs, grew = state.accept(history)
             if cfg.cache_stable and cfg.history == "agent":
                 outcome = self._stable.render(state, namespace, msgs, grew, call)
@@ -152,6 +154,7 @@ class FlexAMem:
         msgs.append(Message(role="user", content=question))
         call = self._call(budget, None, 0)
         with self._lock, self._namespaces.open(namespace) as state:
+            self._sync.pieces.fill(state, namespace, call.cfg)
             units = self._sync.stored_chain(state, namespace)
             layout = Layout(msgs[0] if system_prompt else None, (), (), (msgs[-1],))
             outcome = render_fitted(layout, call, namespace, self.tokenizer,

@@ -488,6 +488,32 @@ class NamespaceIndex:
         """Position in ``notes`` of the unit of every piece document."""
         return self._doc_note.view
 
+    def missing_piece_docs(self) -> np.ndarray:
+        """The piece documents without their own vector, ascending."""
+        if len(self._own_docs) == len(self.doc_unit):
+            return np.zeros(0, dtype=np.int64)
+        return np.setdiff1d(np.arange(len(self.doc_unit), dtype=np.int64), self._own_docs.view, assume_unique=True)
+
+    def fill_piece_vectors(self, docs: np.ndarray, rows: np.ndarray) -> None:
+        """Give the piece documents ``docs`` their own vectors ``rows`` (filled after their
+        units were written, :mod:`flexamem_core.render.piece_fill`); a document that has one
+        keeps it. The own rows stay in document order, so the matrix is rebuilt: once per
+        fill, never per render."""
+        docs = np.asarray(docs, dtype=np.int64)
+        rows = np.asarray(rows, dtype=np.float32).reshape(len(docs), -1)
+        own = self._own_docs.view
+        new = ~np.isin(docs, own)
+        if not new.any():
+            return
+        if rows.shape[1] != self._vectors.shape[1]:
+            raise ValueError(f"piece vector dimension {rows.shape[1]} != index dimension {self._vectors.shape[1]}")
+        all_docs = np.concatenate([own, docs[new]])
+        order = np.argsort(all_docs, kind="stable")
+        self._own_docs = GrowableArray.of(all_docs[order], np.int64)
+        self._piece_vectors = _Rows.of(np.concatenate([self._piece_vectors.view, rows[new]])[order])
+        self._last_cosines = None  # both kept results read the old rows
+        self._last_ranks = None
+
     @property
     def own_piece_vectors(self) -> int:
         """Piece documents that carry their own vector (the others use their note's)."""

@@ -19,7 +19,7 @@ from ..index.snapshot import NamespaceVersions
 from ..model.history import DictSources, PrefixDigests, grow_copy
 from ..model.messages import Message, as_messages
 from ..model.protocols import Store, Tokenizer
-from ..model.schema import Unit
+from ..model.schema import Piece, Unit
 from ..recall.timeline import count_record_lines
 from ..stores import check_namespace
 from ..write.notes import EmbeddingInput
@@ -56,6 +56,9 @@ class NamespaceState:
     #: and what its write embeds, made ahead by the prefetch.
     closing: tuple[PackedUnit, str | None] | None = None
     prefetched: EmbeddingInput | None = None
+    #: Units this process wrote without their pieces' vectors, with those pieces, until the
+    #: next call fills them (:mod:`.piece_fill`).
+    unfilled: list[tuple[str, list[Piece]]] = field(default_factory=list)
 
     def accept(self, history: Sequence[Message | Mapping[str, Any]]) -> tuple[list[Message], bool]:
         """The call's history as the namespace's own copy, and whether that copy only grew

@@ -36,6 +36,7 @@ from ..write.units import (
 )
 from ..write.writers import RuleRecordWriter
 from .collector import collector_paused, freeze_bulk
+from .piece_fill import PieceFill, defers_pieces
 from .state import Namespaces, NamespaceState
 
 Chain = list[tuple[Unit, tuple[Any, ...]]]
@@ -56,6 +57,7 @@ class Sync:
     def __init__(self, namespaces: Namespaces, tokenizer: Tokenizer, embedder: Callable[[], Embedder],
                  writer: RecordWriter) -> None:
         self.namespaces, self.tokenizer, self.embedder, self.writer = namespaces, tokenizer, embedder, writer
+        self.pieces = PieceFill(namespaces, embedder)
 
     @property
     def store(self) -> Store:
@@ -71,9 +73,10 @@ class Sync:
         kept = len(matched)
         i = self._match_stored(state, namespace, body, matched, i, cfg.history)
         new_units, tail = self._pack(body[i:], matched, cfg, final)
+        unfilled = state.unfilled if defers_pieces(cfg, self.store, len(new_units)) else None
         with catch_up(len(new_units), namespace, progress) as bar:
             written = NoteWriter(cfg, self.tokenizer, self.embedder(), self.writer).write(
-                self.store, state.index, new_units, bar, state.prefetched) if new_units else 0
+                self.store, state.index, new_units, bar, state.prefetched, unfilled) if new_units else 0
         if written:
             state.version = self.namespaces.version(namespace)  # our own writes (a racing one shows next time)
             if state.index.save_due():
@@ -96,7 +99,8 @@ class Sync:
 
         Only with the rule writer: its records cost nothing, where an LLM writer's would be
         asked for twice (records are not cached, vectors are). ``also``: other inputs to embed
-        after it (the task's query text). Embedders without ``prefetch`` embed at the next
+        after it (the task's query text). Before them all, the vectors of the pieces this call
+        left without (:mod:`.piece_fill`). Embedders without ``prefetch`` embed at the next
         call, as before."""
         closing, state.closing = state.closing, None
         embedder = self.embedder()
@@ -104,6 +108,9 @@ class Sync:
         if prefetch is None:
             return
         inputs = list(also)
+        if state.unfilled:
+            pending = PieceFill.pending_texts(state)
+            inputs.insert(0, lambda: pending)
         if closing is not None and isinstance(self.writer, RuleRecordWriter):
             packed, parent = closing
             unit = to_unit(packed, cfg.history, parent)

@@ -379,7 +379,7 @@ class StoreConformance:
         for s in [store, backend.open()] if backend.persistent else [store]:
             got = [s.pieces(NS, unit.key) for unit, _, _ in chain]
             assert [[p.text for p in g] for g in got] == [[p.text for p in t[2]] for t in chain]
-            for g, e in zip([*got, list(s.iter_pieces(NS))], [*expected, [v for e in expected for v in e]]):
+            for g, e in zip([*got, list(s.iter_pieces(NS))], [*expected, [v for u in expected for v in u]]):
                 assert len(g) == len(e)
                 for piece, vec in zip(g, e, strict=True):
                     assert piece.embedding is not None and piece.embedding.dtype == np.float32

@@ -2,7 +2,8 @@
 
 With ``piece_vectors`` (the default for reader histories) every piece is embedded too, in the same embedding
 call as the notes of its batch, and stored with its vector; a render then ranks pieces by
-cosine without any model call but the query's.
+cosine without any model call but the query's. A catch-up leaves its pieces' vectors to after
+the call (:mod:`flexamem_core.render.piece_fill`).
 
 ``e_i = phi(s_i || f_i)``, for an agent unit from the first :data:`NOTE_HEAD_CHARS`
 characters of that text: its record opens with the steps' commands and outcomes, and the rest
@@ -57,32 +58,36 @@ class NoteWriter:
         self.writer = writer
 
     def write(self, store: Store, index: NamespaceIndex, units: Sequence[Unit],
-              progress: object | None = None, ready: EmbeddingInput | None = None) -> int:
+              progress: object | None = None, ready: EmbeddingInput | None = None,
+              unfilled: list[tuple[str, list[Piece]]] | None = None) -> int:
         """Write every unit not yet stored; returns how many were new. Idempotent.
 
         ``ready``: the :meth:`embedding_input` of one unit made ahead (by a prefetch), used
-        when that unit is written alone, as it is on the step that closes it."""
+        when that unit is written alone, as it is on the step that closes it. ``unfilled``:
+        the pieces are stored without their own vectors and listed there, unit by unit, to be
+        filled after the call (:mod:`flexamem_core.render.piece_fill`)."""
         if any(u.key not in index.position and store.has_unit(index.namespace, u.key) for u in units):
             index.load()  # another writer (process) stored some of them: pick its notes up
         todo = [u for u in units if u.key not in index.position]
         new = 0
         for start in range(0, len(todo), 16):
-            new += self._write_batch(store, index, todo[start:start + 16], progress, ready)
+            new += self._write_batch(store, index, todo[start:start + 16], progress, ready, unfilled)
         return new
 
-    def embedding_input(self, units: Sequence[Unit]) -> EmbeddingInput:
+    def embedding_input(self, units: Sequence[Unit], with_pieces: bool = True) -> EmbeddingInput:
         """The units' keys and records, their pieces, and the texts one embedding call gets for
-        them: the notes, then (``embeds_pieces``) all their pieces."""
+        them: the notes, then (``embeds_pieces`` and ``with_pieces``) all their pieces."""
         written = [self.writer.write(u) for u in units]
         texts = [note_text(w, u.kind) for w, u in zip(written, units)]
         cut = [cut_pieces(u.key, unit_blocks(u), self.tokenizer, self.config.tuning.piece_tokens) for u in units]
-        if self.config.embeds_pieces:
+        if self.config.embeds_pieces and with_pieces:
             texts += [p.text for plist in cut for p in plist]
         return EmbeddingInput(tuple(u.key for u in units), written, cut, texts)
 
-    def _write_batch(self, store: Store, index: NamespaceIndex, todo: Sequence[Unit],
-                     progress: object | None, ready: EmbeddingInput | None = None) -> int:
-        made = ready if ready is not None and ready.keys == tuple(u.key for u in todo) else self.embedding_input(todo)
+    def _write_batch(self, store: Store, index: NamespaceIndex, todo: Sequence[Unit], progress: object | None,
+                     ready: EmbeddingInput | None, unfilled: list[tuple[str, list[Piece]]] | None) -> int:
+        made = ready if unfilled is None and ready is not None and ready.keys == tuple(u.key for u in todo) \
+            else self.embedding_input(todo, with_pieces=unfilled is None)
         written, cut, texts = made.records, made.pieces, made.texts
         embedded = self.embedder.embed(texts)
         vectors = embedded[:len(todo)]
@@ -98,7 +103,9 @@ class NoteWriter:
                         writer=rec.writer, llm_calls=rec.llm_calls, messages=len(unit.messages),
                         digest=messages_digest(unit.messages, unit.kind), counted_by=self.tokenizer.name)
             pieces: list[Piece] = plist
-            if self.config.embeds_pieces:
+            if unfilled is not None and self.config.embeds_pieces:
+                unfilled.append((unit.key, plist))
+            elif self.config.embeds_pieces:
                 pieces = [dataclasses.replace(p, embedding=np.array(embedded[at + i], dtype=np.float32))
                           for i, p in enumerate(plist)]
                 at += len(plist)
