@@ -81,7 +81,14 @@ def _time_call(call: Callable[[], Any]) -> tuple[float, list[str]]:
         log.setLevel(level)
 
 
-def _minisweagent_call(history: list[dict[str, Any]], budget: int, embedder: Any) -> Callable[[], Any]:
+#: What the host adds before the call after the first: the model's reply and the next input.
+NEXT_REPLY = "I will look at the history first."
+NEXT_INPUT = "Go on with the task, please."
+
+Calls = tuple[Callable[[], Any], Callable[[], Any]]
+
+
+def _minisweagent_call(history: list[dict[str, Any]], budget: int, embedder: Any) -> Calls:
     from flexamem_minisweagent import FlexAMemModel
     from flexamem_minisweagent.settings import FlexAMemSettings
     from minisweagent.models.test_models import DeterministicModel
@@ -89,27 +96,35 @@ def _minisweagent_call(history: list[dict[str, Any]], budget: int, embedder: Any
     mem = FlexAMem(FlexAMemSettings().core_config(budget), embedder=embedder)
     model = FlexAMemModel(inner=DeterministicModel(outputs=[]), memory=mem,
                           flexamem={"budget": budget, "tool_schema_tokens": 0})
-    return lambda: model.render(history)
+    after = [*history, {"role": "assistant", "content": NEXT_REPLY}, {"role": "user", "content": NEXT_INPUT}]
+    return lambda: model.render(history), lambda: model.render(after)
 
 
-def _langchain_call(history: list[dict[str, Any]], budget: int, embedder: Any) -> Callable[[], Any]:
+def _langchain_call(history: list[dict[str, Any]], budget: int, embedder: Any) -> Calls:
     from flexamem_langgraph.convert import from_core_message
+    from langchain_core.messages import AIMessage, HumanMessage
     from flexamem_langgraph.render import render_langchain
 
     from flexamem_core.host import config_for_budget
 
     mem = FlexAMem(config_for_budget(budget), embedder=embedder)
     converted = [from_core_message(Message.from_dict(m)) for m in history]  # the graph state's own objects
-    return lambda: render_langchain(mem, converted, namespace="resumed", budget=budget)
+    after = [*converted, AIMessage(NEXT_REPLY), HumanMessage(NEXT_INPUT)]
+    return (lambda: render_langchain(mem, converted, namespace="resumed", budget=budget),
+            lambda: render_langchain(mem, after, namespace="resumed", budget=budget))
 
 
-def _llamaindex_call(history: list[dict[str, Any]], budget: int, embedder: Any) -> Callable[[], Any]:
+def _llamaindex_call(history: list[dict[str, Any]], budget: int, embedder: Any) -> Calls:
     from flexamem_llamaindex import FlexAMemory
     from llama_index.core.base.llms.types import ChatMessage, MessageRole
 
     chat = [ChatMessage(role=MessageRole(m["role"]), content=str(m.get("content") or "")) for m in history]
     memory = FlexAMemory.from_defaults(chat_history=chat[:-1], budget=budget, embedder=embedder)
-    return lambda: memory.get(input=chat[-1].content)
+
+    def next_call() -> Any:
+        memory.put_messages([chat[-1], ChatMessage(role=MessageRole.ASSISTANT, content=NEXT_REPLY)])
+        return memory.get(input=NEXT_INPUT)
+    return lambda: memory.get(input=chat[-1].content), next_call
 
 
 def first_call_rows(trajectories: str, sizes: Sequence[int], budget: int, paths: Sequence[str],
@@ -135,14 +150,17 @@ def first_call_rows(trajectories: str, sizes: Sequence[int], budget: int, paths:
     rows: list[dict[str, Any]] = []
     for path, kind, history in cases:
         embedder._cache.clear()  # every vector of the history is made by this call
-        call = calls[path](history, budget, embedder)
+        call, next_call = calls[path](history, budget, embedder)
         calls_before = embedder.calls
         seconds, lines = _time_call(call)
+        embedded = embedder.calls - calls_before
+        next_seconds, _ = _time_call(next_call)
         row = {"path": path, "history": kind, "messages": len(history), "budget": budget, "seconds": seconds,
-               "texts_embedded": embedder.calls - calls_before, "info_lines": len(lines),
+               "texts_embedded": embedded, "next_seconds": next_seconds,
+               "texts_embedded_by_next": embedder.calls - calls_before - embedded, "info_lines": len(lines),
                "last_info_line": lines[-1] if lines else "", "load": os.getloadavg()[0]}
         rows.append(row)
         print_fn(f"{path:<13} {kind:<12} {row['messages']:>6} messages  first call {seconds:7.2f} s  "
-                 f"texts embedded {row['texts_embedded']:>6}  INFO lines {len(lines):>3}  "
-                 f"{row['last_info_line']}")
+                 f"texts embedded {embedded:>6}  next call at once {next_seconds:6.2f} s  "
+                 f"INFO lines {len(lines):>3}  {row['last_info_line']}")
     return rows
