@@ -102,8 +102,8 @@ def _minisweagent_call(history: list[dict[str, Any]], budget: int, embedder: Any
 
 def _langchain_call(history: list[dict[str, Any]], budget: int, embedder: Any) -> Calls:
     from flexamem_langgraph.convert import from_core_message
-    from langchain_core.messages import AIMessage, HumanMessage
     from flexamem_langgraph.render import render_langchain
+    from langchain_core.messages import AIMessage, HumanMessage
 
     from flexamem_core.host import config_for_budget
 
