@@ -89,7 +89,8 @@ class FlexAMem:
 
     def ingest(self, history: Sequence[Message | Mapping[str, Any]], *, namespace: str = "default",
                final: bool = False, progress: Any = None) -> int:
-        """Write the complete units of ``history`` not yet stored; returns how many were new.
+        """Write the complete units of ``history`` not yet stored, with every vector; returns how
+        many were new.
 
         ``final=True`` also writes the last, still open unit (a finished conversation).
         Idempotent: the same history, or the history plus new messages, writes only new units.
@@ -102,6 +103,7 @@ class FlexAMem:
             layout = split_layout(msgs, self.config.history, shared=grew, task=self.config.keep_task)
             body = [*layout.body, *layout.current] if final and layout.current else layout.body
             written = self._sync.sync(state, namespace, body, self.config, final, progress).written
+            self._sync.pieces.fill(state, namespace, self.config)  # a write with no render to hurry: all of it now
             self._sync.prefetch(state, self.config)
             return written
 

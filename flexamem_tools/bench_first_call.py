@@ -6,7 +6,9 @@ request can be rendered. Here each adapter gets such a history once, as its host
 
 - ``minisweagent``: ``FlexAMemModel.render`` on mini-swe-agent's message dicts;
 - ``langchain``: the render the ``create_agent`` middleware makes, on LangChain messages;
-- ``llamaindex``: ``FlexAMemory.get`` over a chat store, with its default ``"chat"`` preset.
+- ``llamaindex``: ``FlexAMemory.get`` over a chat store, with the preset for the history: its
+  ``"agent"`` preset (tool loops) on an agent's history, its default ``"chat"`` preset on a
+  conversation.
 
 Every path gets the same history: saved mini-swe-agent runs joined into one history of N
 messages (the first run's system message and task, then the steps of as many runs as it
@@ -114,12 +116,12 @@ def _langchain_call(history: list[dict[str, Any]], budget: int, embedder: Any) -
             lambda: render_langchain(mem, after, namespace="resumed", budget=budget))
 
 
-def _llamaindex_call(history: list[dict[str, Any]], budget: int, embedder: Any) -> Calls:
+def _llamaindex_call(history: list[dict[str, Any]], budget: int, embedder: Any, kind: str = "chat") -> Calls:
     from flexamem_llamaindex import FlexAMemory
     from llama_index.core.base.llms.types import ChatMessage, MessageRole
 
     chat = [ChatMessage(role=MessageRole(m["role"]), content=str(m.get("content") or "")) for m in history]
-    memory = FlexAMemory.from_defaults(chat_history=chat[:-1], budget=budget, embedder=embedder)
+    memory = FlexAMemory.from_defaults(chat_history=chat[:-1], budget=budget, embedder=embedder, kind=kind)
 
     def next_call() -> Any:
         memory.put_messages([chat[-1], ChatMessage(role=MessageRole.ASSISTANT, content=NEXT_REPLY)])
@@ -140,7 +142,9 @@ def first_call_rows(trajectories: str, sizes: Sequence[int], budget: int, paths:
     from flexamem_minisweagent.trajectory import load_trajectories
 
     runs = load_trajectories(trajectories)
-    calls = {"minisweagent": _minisweagent_call, "langchain": _langchain_call, "llamaindex": _llamaindex_call}
+    calls = {"minisweagent": _minisweagent_call, "langchain": _langchain_call,
+             "llamaindex": lambda *args: _llamaindex_call(*args, kind="agent"),
+             "llamaindex-chat": _llamaindex_call}
     cases = [(path, "agent", trajectory_history(runs, size)) for path in paths for size in sizes]
     if conversations is not None and "llamaindex" in paths:
         from flexamem_eval.datasets import load
@@ -150,7 +154,7 @@ def first_call_rows(trajectories: str, sizes: Sequence[int], budget: int, paths:
     rows: list[dict[str, Any]] = []
     for path, kind, history in cases:
         embedder._cache.clear()  # every vector of the history is made by this call
-        call, next_call = calls[path](history, budget, embedder)
+        call, next_call = calls[path if kind == "agent" else f"{path}-chat"](history, budget, embedder)
         calls_before = embedder.calls
         seconds, lines = _time_call(call)
         embedded = embedder.calls - calls_before

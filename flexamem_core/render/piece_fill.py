@@ -14,7 +14,8 @@ has not finished, so every render after the catch-up ranks by the pieces' own ve
 the thread's timing: the fill asks for the same texts in one embedding call, as the thread
 did, and reads a vector the thread made from the cache. A process that did not write them (a
 second worker, a restart) fills them the same way, reading vectors another process already
-stored. A call that writes one unit (every step of a conversation) embeds its pieces with it.
+stored. A call that writes one unit (every step of a conversation) embeds its pieces with it,
+and ``ingest``, a write with no render to hurry, fills before it returns.
 """
 
 from __future__ import annotations

@@ -42,9 +42,8 @@ def test_each_adapter_writes_the_whole_history_on_its_first_call_and_logs_it(tmp
     long = by[("minisweagent", 200)]
     assert long["texts_embedded"] >= CATCH_UP_BAR_UNITS
     assert long["info_lines"] >= 3, "announced, ended, rendered"
-    chat_preset = by[("llamaindex", 200)]
-    assert chat_preset["texts_embedded"] + chat_preset["texts_embedded_by_next"] > \
-        by[("minisweagent", 200)]["texts_embedded"], "the chat preset embeds every piece as well, by the next call"
+    for r in chat_rows:  # the chat preset's pieces are embedded after the first call, filled by the next
+        assert r["texts_embedded_by_next"] > r["texts_embedded"], r
 
 
 def test_the_history_joins_runs_after_the_first_runs_task_and_ends_on_an_observation():

@@ -118,18 +118,23 @@ def test_a_render_embeds_its_question_only(embedder, tokenizer):
 
 # -- piece vectors at write ----------------------------------------------------------------
 
-def test_pieces_are_embedded_once_in_their_units_batch(embedder, tokenizer):
+def test_pieces_are_embedded_once(embedder, tokenizer):
+    """Ingesting a history embeds its notes, then all their pieces, each text once; a unit
+    written alone embeds its notes and pieces in one call."""
     counting = CountingEmbedder(embedder)
     mem = reader(counting, tokenizer)
-    written = mem.ingest(chat(4), final=True)
+    history = chat(4)
+    written = mem.ingest(history[:-6], final=True)
     index = mem.state("default").index
     n_pieces = len(index.doc_unit)
-    assert counting.calls == [written + n_pieces], "one call for the notes and all their pieces"
+    assert written >= 2 and counting.calls == [written, n_pieces], "the notes, then all their pieces"
     pieces = list(mem.store.iter_pieces("default"))
     assert all(p.embedding is not None for p in pieces) and index.own_piece_vectors == n_pieces
     np.testing.assert_allclose(index.piece_vectors, embedder.embed([p.text for p in pieces]), atol=1e-6)
-    mem.ingest(chat(4), final=True)
-    assert len(counting.calls) == 1, "an idempotent ingest embeds nothing"
+    mem.ingest(history[:-6], final=True)
+    assert len(counting.calls) == 2, "an idempotent ingest embeds nothing"
+    assert mem.ingest(history, final=True) == 1
+    assert counting.calls[2:] == [1 + len(index.doc_unit) - n_pieces], "one call for the unit and its pieces"
 
 
 def test_pieces_are_embedded_by_default_for_readers_only(embedder, tokenizer):
@@ -165,11 +170,10 @@ def test_without_piece_vectors_pieces_rank_by_their_units_vector(embedder, token
     np.testing.assert_array_equal(index.piece_vectors, index.vectors[index.doc_note_array()])
 
 
-def test_an_old_store_without_piece_vectors_keeps_working_and_gains_them_for_new_units(
-        tmp_path, embedder, tokenizer):
+def test_an_old_store_without_piece_vectors_keeps_working_and_gains_them(tmp_path, embedder, tokenizer):
     """A store written before piece vectors (schema 2: no column) is upgraded in place; its old
-    pieces fall back to their unit's vector, units written after carry their own, and a
-    render never embeds a piece."""
+    pieces rank by their unit's vector until the first call with piece vectors on fills them
+    (every piece's text embedded once), and a render then embeds only its question."""
     path = tmp_path / "old.db"
     history = chat(10)
     old = reader(embedder, tokenizer, store=SQLiteStore(path), piece_vectors=False)
@@ -185,11 +189,14 @@ def test_an_old_store_without_piece_vectors_keeps_working_and_gains_them_for_new
     assert store.schema_version == SCHEMA_VERSION == 5
     assert all(p.embedding is None for p in store.iter_pieces("default"))
     mem = reader(counting, tokenizer, store=store)
-    n_old = len(mem.state("default").index.doc_unit)
-    mem.ingest(history, final=True)
     index = mem.state("default").index
-    assert index.own_piece_vectors == len(index.doc_unit) - n_old > 0
-    np.testing.assert_array_equal(index.piece_vectors[:n_old], index.vectors[index.doc_note_array()[:n_old]])
+    n_old, n_old_notes = len(index.doc_unit), len(index.notes)
+    np.testing.assert_array_equal(index.piece_vectors, index.vectors[index.doc_note_array()])
+    mem.ingest(history, final=True)
+    assert index.own_piece_vectors == len(index.doc_unit) > n_old
+    assert sum(counting.calls) == len(index.notes) - n_old_notes + len(index.doc_unit)
+    pieces = list(store.iter_pieces("default"))
+    np.testing.assert_allclose(index.piece_vectors, embedder.embed([p.text for p in pieces]), atol=1e-6)
     counting.calls.clear()
     r = mem.render_question(QUESTION)
     assert counting.calls == [1] and r.memory_text

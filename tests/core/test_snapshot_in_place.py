@@ -133,7 +133,7 @@ def test_a_store_filled_by_ingest_alone_reopens_with_every_line_counted(tokenize
 def test_pieces_without_their_own_vector_hold_no_rows_and_score_by_their_note(tokenizer, hashing_embedder):
     """An agent history (piece vectors off by default) keeps no piece matrix: each piece's
     cosine is its note's, equal to the product over the materialised rows; the snapshot
-    holds no rows for them; a mixed index places each own vector at its own piece."""
+    holds no rows for them; own vectors filled later, in any order, each sit at their own piece."""
     store = InMemoryStore()
     history = synthetic_history(120)
     cfg = FlexAMemConfig(tuning=Tuning(agent_unit_tokens=120))
@@ -148,18 +148,23 @@ def test_pieces_without_their_own_vector_hold_no_rows_and_score_by_their_note(to
     index.save(tokenizer.name)
     saved = snapshot.decode(store.get_index_snapshot("t"), [n.unit_key for n in index.notes])
     assert saved is not None and saved["piece_vectors"].shape[0] == 0 and len(saved["own_docs"]) == 0
-    # Units written with their own piece vectors on top: rows for those pieces only.
-    with_vectors = FlexAMem(FlexAMemConfig(piece_vectors=True, tuning=Tuning(agent_unit_tokens=120)), store=store,
-                            tokenizer=tokenizer, embedder=hashing_embedder)
-    with_vectors.ingest(history, namespace="t")
-    mixed = with_vectors.state("t").index
-    n_old = index.saved_covers
-    own_pieces = [p for n in mixed.notes[n_old:] for p in store.pieces("t", n.unit_key)]
-    assert mixed.own_piece_vectors == len(own_pieces) == len(mixed._piece_vectors) > 0
-    first_new = mixed.unit_docs[mixed.notes[n_old].unit_key].start
-    np.testing.assert_array_equal(mixed.piece_vectors[first_new:], np.stack([p.embedding for p in own_pieces]))
+    # Own vectors filled for some pieces (as a catch-up's are after the call), out of order:
+    # rows for those pieces only, each at its own piece.
+    n = len(index.doc_unit)
+    texts = [store.pieces("t", index.doc_unit[d])[index.doc_piece[d]].text for d in range(n)]
+    later, first = np.arange(n // 2, n, 3), np.arange(1, n // 2, 4)
+    for docs in (later, first, first[:3]):  # the last: already filled, kept as it is
+        index.fill_piece_vectors(docs, hashing_embedder.embed([texts[d] for d in docs]) * (1 + (docs is first)))
+    mixed = index
+    filled = np.sort(np.r_[first, later])
+    assert mixed.own_piece_vectors == len(filled) == len(mixed._piece_vectors)
+    np.testing.assert_array_equal(mixed.missing_piece_docs(), np.setdiff1d(np.arange(n), filled))
+    np.testing.assert_array_equal(mixed.piece_vectors[later], hashing_embedder.embed([texts[d] for d in later]))
+    np.testing.assert_array_equal(mixed.piece_vectors[first], 2 * hashing_embedder.embed([texts[d] for d in first]))
+    rest = mixed.missing_piece_docs()
+    np.testing.assert_array_equal(mixed.piece_vectors[rest], mixed.vectors[mixed.doc_note_array()[rest]])
     np.testing.assert_allclose(mixed.piece_cosines(None, q), mixed.piece_vectors @ q, rtol=1e-5, atol=1e-6)
-    picks = np.r_[some[some < first_new][:5], np.arange(first_new, len(mixed.doc_unit), 3)]
+    picks = np.r_[some[:5], later[::2]]
     np.testing.assert_allclose(mixed.piece_cosines(picks, q), mixed.piece_vectors[picks] @ q, rtol=1e-5, atol=1e-6)
     mixed.save(tokenizer.name)
     reopened = FlexAMem(cfg, store=store, tokenizer=tokenizer, embedder=hashing_embedder).state("t").index
