@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from ..config import FlexAMemConfig
 
 #: Characters of an agent note's text its vector is embedded from (module docstring).
-NOTE_HEAD_CHARS = 300
+NOTE_HEAD_CHARS = 200
 
 
 @dataclass(frozen=True)
