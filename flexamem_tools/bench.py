@@ -372,8 +372,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--first-call", metavar="TRAJECTORIES",
                         help="instead: time each adapter's first call over an existing history (saved "
                         "mini-swe-agent runs joined into one) with the real embedder, and what it logs meanwhile")
-    parser.add_argument("--conversations", metavar="LOCOMO",
-                        help="with --first-call: also give LlamaIndex a conversation of short turns (a LoCoMo file)")
+    parser.add_argument("--conversations", metavar="FILE",
+                        help="with --first-call: also give LlamaIndex a conversation (a LoCoMo file's "
+                        "conversations or a LongMemEval file's haystacks, joined)")
     parser.add_argument("--messages", type=int, nargs="+", default=[1000, 10000],
                         help="history sizes of --first-call, in messages (default 1000 10000)")
     parser.add_argument("--first-call-paths", nargs="+", choices=FIRST_CALL_PATHS, default=list(FIRST_CALL_PATHS),

@@ -13,8 +13,9 @@ request can be rendered. Here each adapter gets such a history once, as its host
 Every path gets the same history: saved mini-swe-agent runs joined into one history of N
 messages (the first run's system message and task, then the steps of as many runs as it
 takes); LlamaIndex gets it as the ``ChatMessage`` objects an agent's chat store would hold,
-and with ``conversations`` (a LoCoMo file) also a conversation of short turns, the history its
-chat preset is for (LoCoMo's conversations joined; as many messages as they have at most).
+and with ``conversations`` also a conversation, the history its chat preset is for: a LoCoMo
+file's conversations joined (short turns; as many messages as they have at most), or a
+LongMemEval file's haystacks joined (chat sessions with long assistant answers).
 Each call has a fresh memory and the real model, loaded beforehand, with its vector cache
 emptied.
 The ``flexamem`` logger's INFO lines during the call are kept: what a host's log shows while
@@ -50,6 +51,16 @@ def trajectory_history(runs: Sequence[Mapping[str, Any]], size: int) -> list[dic
 def conversation_history(histories: Sequence[Sequence[Message]], size: int) -> list[dict[str, Any]]:
     """One conversation of at most ``size`` messages from several joined, ending on a user turn."""
     return _ending_on_user([m.to_dict() for h in histories for m in h if m.role in ("user", "assistant")][:size])
+
+
+def conversation_histories(path: str) -> list[Sequence[Message]]:
+    """The conversations of a LoCoMo file, or the haystacks of a LongMemEval file (told apart by
+    their records' keys)."""
+    from flexamem_eval.datasets import load, read_records
+
+    first = read_records(path)[:1]
+    dataset = "locomo" if first and "conversation" in first[0] else "longmemeval"
+    return [item.history for item in load(dataset, path)]
 
 
 def _ending_on_user(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -147,9 +158,7 @@ def first_call_rows(trajectories: str, sizes: Sequence[int], budget: int, paths:
              "llamaindex-chat": _llamaindex_call}
     cases = [(path, "agent", trajectory_history(runs, size)) for path in paths for size in sizes]
     if conversations is not None and "llamaindex" in paths:
-        from flexamem_eval.datasets import load
-
-        chats = [item.history for item in load("locomo", conversations)]
+        chats = conversation_histories(conversations)
         cases += [("llamaindex", "conversation", conversation_history(chats, size)) for size in sizes]
     rows: list[dict[str, Any]] = []
     for path, kind, history in cases:
