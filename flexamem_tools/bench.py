@@ -367,6 +367,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--busy", type=int, default=2, help="CPU-bound processes beside the loop's second pass "
                         "(default 2; 0: idle only)")
     parser.add_argument("--busy-seconds", type=float, default=3600.0, help="longest a busy process runs")
+    parser.add_argument("--busy-only", action="store_true", help="with --busy N: the loop's pass beside the busy "
+                        "processes only, not the idle pass first")
     parser.add_argument("--loop-paths", nargs="+", choices=LOOP_PATHS, default=list(LOOP_PATHS), metavar="PATH",
                         help=f"adapters the loop goes through ({', '.join(LOOP_PATHS)}; default: both)")
     parser.add_argument("--first-call", metavar="TRAJECTORIES",
@@ -419,7 +421,7 @@ def run(args: argparse.Namespace) -> int:
                                            conversations=args.conversations), args.out)
     if args.loop:
         return _write_rows(loop_rows(args.loop, args.limit, args.budget, args.pause, args.busy, args.busy_seconds,
-                                     args.loop_paths), args.out)
+                                     args.loop_paths, idle=not args.busy_only), args.out)
     rows: list[dict[str, Any]] = []
     if args.embed_sample:
         rows.append(embedding_cost(args.embed_sample))

@@ -156,8 +156,10 @@ def time_loop(path: str, runs: Sequence[Mapping[str, Any]], budget: int, pause: 
 
 
 def loop_rows(data: str, limit: int, budget: int, pause: float, busy: int, busy_seconds: float,
-              paths: Sequence[str], print_fn: Callable[[str], None] = print) -> list[dict[str, Any]]:
-    """Rows of ``flexamem bench --loop``: per path and load, the memory's and truncation's times."""
+              paths: Sequence[str], print_fn: Callable[[str], None] = print, idle: bool = True
+              ) -> list[dict[str, Any]]:
+    """Rows of ``flexamem bench --loop``: per path and load, the memory's and truncation's times
+    (``idle=False``: only the pass beside the ``busy`` processes)."""
     os.environ.setdefault("MSWEA_SILENT_STARTUP", "1")
     from flexamem_minisweagent.settings import FlexAMemSettings
     from flexamem_minisweagent.trajectory import load_trajectories
@@ -170,7 +172,7 @@ def loop_rows(data: str, limit: int, budget: int, pause: float, busy: int, busy_
     embedder.load()
     configs = {"minisweagent": FlexAMemSettings().core_config(budget), "langchain": config_for_budget(budget)}
     rows: list[dict[str, Any]] = []
-    loads = [("idle", 0)] + ([(f"beside {busy} CPU-bound processes", busy)] if busy else [])
+    loads = [("idle", 0)] * (idle or not busy) + ([(f"beside {busy} CPU-bound processes", busy)] if busy else [])
     for load, n in loads:
         for path in paths:
             config = configs[path]

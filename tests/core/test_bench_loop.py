@@ -51,6 +51,16 @@ def test_the_loop_times_every_step_through_both_adapters_idle_and_busy(tmp_path,
     assert not mp.active_children(), "the busy processes stop with their block"
 
 
+def test_the_busy_pass_alone(tmp_path):
+    data = tmp_path / "runs.jsonl"
+    data.write_text(json.dumps({"instance_id": "r0", "messages": text_action_run(4)}))
+    rows = loop_rows(str(data), limit=1, budget=1500, pause=0.0, busy=1, busy_seconds=60,
+                     paths=("minisweagent",), print_fn=lambda _: None, idle=False)
+    assert [(r["load"], r["method"]) for r in rows] == [("beside 1 CPU-bound processes", m)
+                                                         for m in ("flexamem", "truncation")]
+    assert not mp.active_children()
+
+
 def test_busy_processes_run_for_the_block_only():
     with busy_processes(2, seconds=30):
         alive = [p for p in mp.active_children() if p.is_alive()]
