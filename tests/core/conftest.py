@@ -15,3 +15,13 @@ def mem(tokenizer, hashing_embedder):
         return FlexAMem(flat_config(**{"agent_unit_tokens": 100, **settings}), tokenizer=tokenizer,
                         embedder=hashing_embedder)
     return make
+
+
+@pytest.fixture(scope="session")
+def shared():
+    """The real model in float32, loaded once: the embedder the recording tests build on."""
+    from flexamem_core.index.embeddings import SentenceTransformerEmbedder
+
+    e = SentenceTransformerEmbedder(precision="float32")
+    e.load()
+    return e

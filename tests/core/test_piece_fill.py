@@ -12,20 +12,12 @@ import pytest
 
 from flexamem_core import FlexAMem, FlexAMemConfig
 from flexamem_core.config import Tuning
-from flexamem_core.index.embeddings import SentenceTransformerEmbedder
 from flexamem_core.stores.sqlite import SQLiteStore
 from tests.core.test_prefetch import RecordingEmbedder
 
 CONFIG = FlexAMemConfig(budget=700, history="reader", tuning=Tuning(reader_unit_tokens=160, piece_tokens=40))
 PLACES = ["the attic", "the garage", "the blue box", "my office", "the shed", "the car", "the kitchen drawer"]
 THINGS = ["passport", "guitar", "tax papers", "bike pump", "grandma's ring", "spare keys", "telescope"]
-
-
-@pytest.fixture(scope="module")
-def shared():
-    e = SentenceTransformerEmbedder(precision="float32")
-    e.load()
-    return e
 
 
 def _chat(n_pairs: int) -> list[dict]:

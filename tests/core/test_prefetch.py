@@ -12,7 +12,6 @@ import threading
 import time
 
 import numpy as np
-import pytest
 
 from flexamem_core import FlexAMem, FlexAMemConfig
 from flexamem_core.config import Tuning
@@ -49,13 +48,6 @@ class RecordingEmbedder(SentenceTransformerEmbedder):
         if name == "prefetch" and not object.__getattribute__(self, "prefetching"):
             raise AttributeError(name)  # an embedder without prefetch, as a user's may be
         return object.__getattribute__(self, name)
-
-
-@pytest.fixture(scope="module")
-def shared():
-    e = SentenceTransformerEmbedder(precision="float32")
-    e.load()
-    return e
 
 
 def _history(n: int) -> list[dict]:
