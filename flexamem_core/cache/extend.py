@@ -24,6 +24,7 @@ from ..model.schema import Unit
 from ..recall.assembly import MEMORY_CLOSE, Element
 from ..recall.queries import QueryMaker
 from ..recall.report import add_run, count_resolutions, unit_row
+from ..recall.revealed import REVEALED_EARLIER, revealed_ledger
 from ..recall.strategies.base import Extension, RecallCall, RecoveryStrategy
 from ..recall.timeline import record_line
 from ..render.outcome import CacheStep, Outcome
@@ -46,6 +47,33 @@ class _Eviction:
     n_old: int
     mem_tokens: int
     lines: list[str]
+    #: Tokens the request has left under ``B_bar`` after this eviction.
+    slack: int = 0
+
+
+def revealed_lines(index: NamespaceIndex, units: Sequence[Unit], all_units: Sequence[Any], layout: Layout,
+                   cfg: FlexAMemConfig, tokenizer: Tokenizer, memory_text: str, ev: _Eviction, start: int,
+                   room: int) -> _Eviction:
+    """The eviction with what old steps revealed (:mod:`flexamem_core.recall.revealed`) in
+    ``room`` tokens at most: ranked as a render ranks them, by the text left after the memory,
+    over every old unit; those not in the memory yet go on the record line of the unit that
+    printed them if it is one appended now, else on one line after them that names the step."""
+    if room <= 0 or cfg.history != "agent":
+        return ev
+    ledger = revealed_ledger(index, index.notes_of_units(units[:ev.n_old]))
+    after = "\n".join(m.text for u in all_units[ev.n_old:] for m in u.messages)
+    fixed = "\n".join(m.text for m in layout.fixed)
+    shown = memory_text + "\n".join(ev.lines)
+    chosen = ledger.choose(ev.n_old, room, after, fixed, tokenizer, skip=lambda s: s in shown)
+    if not chosen.by_unit:
+        return ev
+    lines = [line + chosen.suffix((pos,)) for pos, line in zip(range(start, ev.n_old), ev.lines)]
+    earlier = [f"{index.note(units[pos].key).label}: {', '.join(ids)}"
+               for pos, ids in sorted(chosen.by_unit.items()) if pos < start]
+    if earlier:
+        lines.append(f"{REVEALED_EARLIER}{'; '.join(earlier)}")
+    added = sum(tokenizer.count(line) + 1 for line in lines) - sum(tokenizer.count(line) + 1 for line in ev.lines)
+    return _Eviction(ev.n_old, ev.mem_tokens + added, lines, ev.slack - added)
 
 
 class Extender:
@@ -75,6 +103,10 @@ class Extender:
         ev = self._evict(state.index, units, all_units, start, tk.count(text), fixed_tokens, cfg, limit, mem_cap)
         if ev is None:
             return None
+        share = cfg.tuning.revealed_share
+        if share > 0:
+            ev = revealed_lines(state.index, units, all_units, layout, cfg, tk, text, ev, start,
+                                min(int(share * mem_cap), mem_cap - ev.mem_tokens, ev.slack))
         part = enforce_part(layout.body[len(layout.body) - sum(len(u.messages) for u in all_units[ev.n_old:]):])
         if part.repairs:
             return None
@@ -110,7 +142,7 @@ class Extender:
         lines: list[str] = []
         sizes = [count_messages(u.messages, tk) - 3 for u in all_units[start:]]
         window_tokens = sum(sizes)
-        chosen: tuple[int, int] | None = None  # (old units, memory tokens) of the extension made
+        chosen: tuple[int, int, int] | None = None  # (old units, memory tokens, total) of the extension made
         evict_all = cfg.tuning.stable_extend == "evict_all"
         for n_old in range(start, len(all_units)):
             if n_old > start:
@@ -126,12 +158,12 @@ class Extender:
                 continue
             fits_target = total <= limit
             if evict_all or fits_target or chosen is None:
-                chosen = (n_old, mem_tokens)
+                chosen = (n_old, mem_tokens, total)
             if fits_target and not evict_all:
                 break
         if chosen is None:
             return None
-        return _Eviction(chosen[0], chosen[1], lines[: chosen[0] - start])
+        return _Eviction(chosen[0], chosen[1], lines[: chosen[0] - start], cfg.effective_budget - chosen[2])
 
     def _fresh(self, state: NamespaceState, cfg: FlexAMemConfig, layout: Layout, window_units: Sequence[Any],
                old: Sequence[Unit], rows: Sequence[dict[str, Any]], room: int) -> Extension:

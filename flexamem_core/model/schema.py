@@ -139,6 +139,9 @@ class Note:
     #: The name of the tokenizer that counted ``record_tokens`` and ``raw_tokens`` ("" where
     #: unknown): a render takes a count as exact only from the tokenizer it counts with.
     counted_by: str = ""
+    #: An agent unit's identifiers as ``(text, outputs, assistant messages)`` that contain it
+    #: (:mod:`flexamem_core.write.identifiers`); empty for conversation units and older notes.
+    identifiers: tuple[tuple[str, int, int], ...] = ()
 
     def to_dict(self, embedding: bool = True) -> dict[str, Any]:
         """Its fields as JSON values; ``embedding=False`` leaves the vector out (a store keeps
@@ -149,7 +152,8 @@ class Note:
              "links": list(self.links), "raw_tokens": self.raw_tokens,
              "first_step": self.first_step, "last_step": self.last_step, "label": self.label,
              "writer": self.writer, "llm_calls": self.llm_calls, "messages": self.messages,
-             "digest": self.digest, "counted_by": self.counted_by}
+             "digest": self.digest, "counted_by": self.counted_by,
+             "identifiers": [list(i) for i in self.identifiers]}
         if embedding:
             d["embedding"] = [float(x) for x in np.asarray(self.embedding, dtype=np.float32)]
         return d
@@ -164,7 +168,8 @@ class Note:
                    first_step=int(d.get("first_step", 0)), last_step=int(d.get("last_step", 0)),
                    label=d.get("label", ""), writer=d.get("writer", "rule"),
                    llm_calls=int(d.get("llm_calls", 0)), messages=int(d.get("messages", 0)),
-                   digest=str(d.get("digest", "")), counted_by=str(d.get("counted_by", "")))
+                   digest=str(d.get("digest", "")), counted_by=str(d.get("counted_by", "")),
+                   identifiers=tuple((str(t), int(o), int(n)) for t, o, n in d.get("identifiers", ())))
 
     @classmethod
     def from_saved(cls, d: dict[str, Any]) -> Note:
@@ -180,6 +185,7 @@ class Note:
                 or type(d["embedding"]) is not np.ndarray or d["embedding"].dtype != np.float32:
             return cls.from_dict(d)
         d["keywords"], d["tags"], d["links"] = tuple(d["keywords"]), tuple(d["tags"]), tuple(d["links"])
+        d["identifiers"] = tuple(map(tuple, d["identifiers"]))
         note = object.__new__(cls)
         note.__dict__.update(d)
         return note

@@ -14,8 +14,8 @@ from .timeline import Timeline
 
 MEMORY_OPEN = "<memory>"
 MEMORY_CLOSE = "</memory>"
-MEMORY_INTRO = ("Earlier history, oldest first: one record per unit; entries marked raw, excerpt "
-                "or piece are verbatim text of that history.")
+MEMORY_INTRO = ("Earlier history. Records run oldest first; entries marked raw, excerpt or piece are "
+                "verbatim text of that history, placed after the records they were recovered with.")
 
 #: A text in parts, each with its exact count where one is stored (else None).
 Segments = tuple[tuple[str, int | None], ...]
@@ -101,7 +101,7 @@ class Assembler:
         lines: list[str | Element | Segments] = [MEMORY_OPEN, MEMORY_INTRO]
         later: list[Element] = []
         if self.timeline.hidden_until:
-            lines.append(f"- [{self.timeline.hidden_until} earlier units not shown in this call]")
+            lines.append(self.timeline.hidden_line())
             hidden = by_item.get(-1, [])  # recovered units whose records are hidden this call
             if self.detail_after:
                 later.extend(hidden)
@@ -113,7 +113,7 @@ class Assembler:
             if in_place:
                 lines.extend(in_place)
             else:
-                lines.append(item.line)
+                lines.append(self.timeline.line_of(item))
             after = [e for e in here if not e.in_place]
             if self.detail_after:
                 later.extend(after)

@@ -18,6 +18,7 @@ from ..index.namespace import NamespaceIndex
 from ..model.protocols import RecordWriter, Tokenizer
 from ..model.schema import Note
 from .assembly import MemoryRender, memory_wrapper_tokens
+from .revealed import Revealed, revealed_ledger
 from .strategies.base import RecallCall, RecoveryStrategy, Room
 from .timeline import Timeline, TimelineLevels
 
@@ -38,8 +39,12 @@ class MemoryComposer:
         room = Room(allowance - wrapper, size_allowance - wrapper, allowance)
         if room.a_mem <= 0:
             return None
+        revealed = self.revealed(call, room.a_mem)
+        if revealed is not None:  # its room is set apart before the timeline is sized
+            room = Room(room.a_mem - revealed.tokens, room.size_mem, allowance)
         plan = self.strategy.plan(call, room)
         timeline = self.fitted_timeline(call.index, call.cfg, call.notes, plan.target, room.a_mem, plan.room_for)
+        timeline.revealed = revealed
         mem = plan.recover(timeline)
         calls = timeline.llm_calls
         unused = allowance - mem.tokens
@@ -49,6 +54,7 @@ class MemoryComposer:
                                          timeline.total + unused) if timeline.hidden_until else \
                 self.fitted_timeline(call.index, call.cfg, call.notes, timeline.total + unused, room.a_mem)
             calls += wider.llm_calls
+            wider.revealed = revealed
             if wider.total > timeline.total:
                 again = plan.recover(wider)
                 if mem.tokens <= again.tokens <= allowance:
@@ -57,6 +63,16 @@ class MemoryComposer:
         if plan.report is not None:
             mem.strategy_report = {**plan.report, **(mem.strategy_report or {})}  # what this recovery showed
         return mem
+
+    def revealed(self, call: RecallCall, a_mem: int) -> Revealed | None:
+        """What old steps revealed, within ``revealed_share`` of the memory (agent steps only)."""
+        share = call.cfg.tuning.revealed_share
+        if call.question or share <= 0 or not call.notes:
+            return None
+        ledger = revealed_ledger(call.index, call.notes)
+        chosen = ledger.choose(len(call.notes), int(share * a_mem), call.recent_text, call.fixed_text,
+                               self.tokenizer)
+        return chosen if chosen.by_unit else None
 
     def fitted_timeline(self, index: NamespaceIndex, cfg: FlexAMemConfig, notes: Sequence[Note], target: float,
                         a_mem: int, room_for: float | None = None) -> Timeline:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from ..index.namespace import NamespaceIndex
 from ..model.protocols import RecordWriter, Tokenizer
 from ..model.schema import MergedRecord, Note, merge_key
+from .revealed import Revealed
 
 
 @dataclass(frozen=True)
@@ -199,6 +200,18 @@ class Timeline:
         self.total = sum(it.tokens for it in self.items)
         self.hidden_until = 0
         self._starts: list[int] | None = None
+        #: What old steps revealed, on their lines (:mod:`.revealed`); its tokens are not in
+        #: ``total``: the room it takes was set apart before the timeline was sized.
+        self.revealed: Revealed | None = None
+
+    def line_of(self, item: TimelineItem) -> str:
+        """The item's line, with what its units revealed."""
+        return item.line + self.revealed.suffix(range(item.start, item.end)) if self.revealed else item.line
+
+    def hidden_line(self) -> str:
+        """The line that stands for the records hidden this call."""
+        line = f"- [{self.hidden_until} earlier units not shown in this call]"
+        return line + self.revealed.suffix(range(self.hidden_until)) if self.revealed else line
 
     def _merge(self, group: Sequence[TimelineItem], aligned: bool = True) -> TimelineItem:
         merge = merge_items if aligned else merge_unaligned_items

@@ -197,7 +197,11 @@ class Pipeline:
             return None
         question = cfg.history == "reader" or bool(layout.current)
         query = self.queries.make(cfg, layout.task, layout.current, frame.window_units, call.query)
-        recall = RecallCall(notes, state.index, cfg, self.tokenizer, query, question, call.stable)
+        recent = fixed = ""
+        if not question and cfg.tuning.revealed_share > 0:
+            recent = "\n".join(m.text for m in frame.after)
+            fixed = "\n".join(m.text for m in frame.before)
+        recall = RecallCall(notes, state.index, cfg, self.tokenizer, query, question, call.stable, recent, fixed)
         return self.composer.compose(recall, frame.allowance, max(frame.allowance, frame.reference_allowance))
 
     def report(self, state: NamespaceState, call: Call, frame: Frame, mem: MemoryRender | None,

@@ -27,6 +27,7 @@ import numpy as np
 from ..index.namespace import NamespaceIndex
 from ..model.protocols import Embedder, RecordWriter, Store, Tokenizer, WrittenRecord
 from ..model.schema import Note, Piece, Unit
+from .identifiers import unit_identifiers
 from .pieces import cut_pieces
 from .units import messages_digest, next_step, unit_blocks, unit_label
 
@@ -101,7 +102,8 @@ class NoteWriter:
                         raw_tokens=self.tokenizer.count(unit.raw), first_step=unit.first_step,
                         last_step=next_step(unit) - 1, label=unit_label(unit),
                         writer=rec.writer, llm_calls=rec.llm_calls, messages=len(unit.messages),
-                        digest=messages_digest(unit.messages, unit.kind), counted_by=self.tokenizer.name)
+                        digest=messages_digest(unit.messages, unit.kind), counted_by=self.tokenizer.name,
+                        identifiers=unit_identifiers(unit.messages) if unit.kind == "agent" else ())
             pieces: list[Piece] = plist
             if unfilled is not None and self.config.embeds_pieces:
                 unfilled.append((unit.key, plist))

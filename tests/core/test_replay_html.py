@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from html import escape as html_escape
 from pathlib import Path
 
 import pytest
@@ -100,3 +101,47 @@ def test_flexamem_replay_html_of_a_real_dev_trajectory_opens_in_chromium(tmp_pat
     assert first[0] == trajectory["messages"][0]["content"]  # step 1 passes the history through as sent
     assert any(seen.facts["cells"]), "a later step over the budget shows its units"
     assert shot.stat().st_size > 10_000
+
+
+def record_starts(memory_text: str) -> list[int]:
+    """The first step of every record line of a memory, in the order shown: lines ``- [step N]``
+    or ``- [steps N-M]`` that are not recovered text (``(raw)``, or a head followed by
+    ``(excerpt)``)."""
+    lines = memory_text.splitlines()
+    starts = []
+    for k, line in enumerate(lines):
+        m = re.match(r"- \[steps? (\d+)(?:-\d+)?\] (?!\(raw\))", line)
+        if m and not (k + 1 < len(lines) and lines[k + 1] == "(excerpt)"):
+            starts.append(int(m.group(1)))
+    return starts
+
+
+@pytest.mark.skipif(not DEV.exists(), reason="the dev trajectories (../shared/data) are not here")
+@pytest.mark.parametrize("budget", [4000, 8000])
+def test_a_replayed_dev_trajectory_shows_its_records_in_time_order_with_their_identifiers(tmp_path, budget):
+    """What ``flexamem replay --html`` shows: in every call's memory the records run oldest
+    first (recovered text follows the records it was recovered with, as the memory's header
+    says), and records carry the identifiers their steps revealed."""
+    pytest.importorskip("flexamem_minisweagent")
+    from flexamem_minisweagent.replay import replay
+    from flexamem_minisweagent.trajectory import load_trajectories
+
+    from flexamem_core.recall.assembly import MEMORY_INTRO
+    from flexamem_core.recall.revealed import REVEALED_MARK
+
+    trajectories = load_trajectories(str(DEV))
+    revealed = 0
+    for trajectory in trajectories[:3]:
+        steps = replay(trajectory, budget)["steps"]
+        page = html_page(steps, title="order")
+        for step in steps:
+            memory = step["memory_text"]
+            if memory is None:
+                continue
+            assert MEMORY_INTRO in memory
+            starts = record_starts(memory)
+            assert starts == sorted(starts), memory
+            shown = [ln for ln in memory.splitlines() if REVEALED_MARK in ln]
+            assert all(html_escape(ln) in page for ln in shown)
+            revealed += len(shown)
+    assert revealed > 0

@@ -59,6 +59,11 @@ class RecallCall:
     #: A cache-stable request: the trace is kept (not hidden for a big newest unit) and
     #: recovered units go after the timeline, so the timeline stays a stable prefix.
     stable: bool
+    #: Agent calls: the text sent after the memory (the recent window), and before it (the
+    #: task, the head): what old steps revealed is ranked by the first and not repeated from
+    #: either (:mod:`flexamem_core.recall.revealed`).
+    recent_text: str = ""
+    fixed_text: str = ""
 
 
 @dataclass(frozen=True)
