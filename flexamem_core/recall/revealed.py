@@ -116,38 +116,11 @@ class RevealedLedger:
         out = Revealed()
         if room <= 0 or not self.texts:
             return out
+        order = self._ranked(old, recent_text, fixed_text, units)
         intro = self._intro.view
-        named = self._named.view.copy()
-        seen = self._printed.view + named
-        for note in self.notes[old:]:  # after this call's old units: counted by the recent text
-            for text, printed, n_named in note.identifiers:
-                i = self.position[text]
-                seen[i] -= printed + n_named
-                named[i] -= n_named
-        recent = identifiers_in(recent_text)
-        for s in recent:  # the newest steps name what they work on
-            i = self.position.get(s)
-            if i is not None:
-                seen[i] += 1
-                named[i] += 1
-        ok = (intro >= 0) & (intro < old)
-        if units is not None:
-            ok &= np.isin(intro, np.fromiter(units, dtype=np.int64))
-        for s in (*recent, *identifiers_in(fixed_text)):  # shown there already
-            i = self.position.get(s)
-            if i is not None:
-                ok[i] = False
-        cand = np.flatnonzero(ok)
-        if not len(cand):
-            return out
-        key = (named[cand] > 0) * (1 << 42) + np.minimum(seen[cand], (1 << 21) - 1) * (1 << 21) + intro[cand]
-        if len(cand) > _SORTED:
-            top = np.argpartition(-key, _SORTED)[:_SORTED]
-            cand, key = cand[top], key[top]
-        order = cand[np.lexsort((cand, -key))]
         used, lines = 0, set()
         chosen: list[int] = []
-        for i in order.tolist():
+        for i in order:
             if skip is not None and skip(self.texts[i]):
                 continue
             cost = self.tokens(i, tokenizer) + 1 + (0 if int(intro[i]) in lines else 4)
@@ -161,6 +134,44 @@ class RevealedLedger:
             out.by_unit.setdefault(int(intro[i]), []).append(self.texts[i])
         out.tokens = used
         return out
+
+    def _counts(self, old: int, recent: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Messages that hold each identifier, and assistant messages that name it, over the
+        first ``old`` notes and the recent text's identifiers (one message)."""
+        named = self._named.view.copy()
+        seen = self._printed.view + named
+        for note in self.notes[old:]:  # after this call's old units: counted by the recent text
+            for text, printed, n_named in note.identifiers:
+                i = self.position[text]
+                seen[i] -= printed + n_named
+                named[i] -= n_named
+        for s in recent:  # the newest steps name what they work on
+            i = self.position.get(s)
+            if i is not None:
+                seen[i] += 1
+                named[i] += 1
+        return seen, named
+
+    def _ranked(self, old: int, recent_text: str, fixed_text: str, units: Iterable[int] | None) -> list[int]:
+        """The candidates, best first: printed by an old unit (of ``units``), not in the recent
+        or fixed text; named first, then in most messages, then the newest (the best
+        :data:`_SORTED` sorted exactly, the rest left out)."""
+        recent = identifiers_in(recent_text)
+        seen, named = self._counts(old, recent)
+        intro = self._intro.view
+        ok = (intro >= 0) & (intro < old)
+        if units is not None:
+            ok &= np.isin(intro, np.fromiter(units, dtype=np.int64))
+        for s in (*recent, *identifiers_in(fixed_text)):  # shown there already
+            i = self.position.get(s)
+            if i is not None:
+                ok[i] = False
+        cand = np.flatnonzero(ok)
+        key = (named[cand] > 0) * (1 << 42) + np.minimum(seen[cand], (1 << 21) - 1) * (1 << 21) + intro[cand]
+        if len(cand) > _SORTED:
+            top = np.argpartition(-key, _SORTED)[:_SORTED]
+            cand, key = cand[top], key[top]
+        return cand[np.lexsort((cand, -key))].tolist()
 
 
 def revealed_ledger(index: NamespaceIndex, notes: Sequence[Note]) -> RevealedLedger:
