@@ -28,7 +28,7 @@ SPREAD_METRICS = ("reused_detail_recall_per_step", "reused_detail_recall_ci_low"
 #: The spread of ``evidence_turns_full`` (tables only).
 EVIDENCE_SPREAD_METRICS = ("evidence_turns_full_ci_low", "evidence_turns_full_ci_high")
 #: Prompt caching over the model calls whose history exceeds B_bar (trajectories).
-CACHE_METRICS = ("cached_prefix_share", "cost_per_call", "calls")
+CACHE_METRICS = ("cached_prefix_share", "cost_per_call", "cost_per_call_marked", "calls")
 COMMON_METRICS = ("context_tokens_mean", "context_tokens_max", "render_ms_p50", "render_ms_p95",
                   "write_ms_per_unit", "llm_calls_per_unit")
 
@@ -46,7 +46,11 @@ PRICE_NOTE = (
     f"passthrough below B_bar; the first call of a run has none). `cost_per_call` is the mean over those "
     f"calls of {CACHED_PRICE} x cached + {NEW_PRICE} x new input tokens, in units of one plain input token "
     f"(cache reads at {CACHED_PRICE}, cache writes at {NEW_PRICE}, as Anthropic bills them; output tokens "
-    f"not counted). `calls` is the number of those calls.")
+    f"not counted). `cost_per_call_marked` prices the same calls as a provider that caches only at marked "
+    f"places (Anthropic's `cache_control`): every request marked at its end, as mini-swe-agent and LangChain's "
+    f"Anthropic middleware mark it, and a FlexA-Mem request also after its fixed prompt and after its memory "
+    f"(`Rendered.cache_breakpoints()`); a call reads the longest prefix an earlier call marked, within 20 "
+    f"messages before one of its marks. `calls` is the number of those calls.")
 
 #: How a method is named in tables and plots when its name alone would mislead.
 LABELS = {
@@ -165,6 +169,8 @@ def _cache_rows(dataset: str, method: str, budget: int, recs: Sequence[RenderRec
         _row(dataset, method, budget, "cached_prefix_share", share(sum(r.cached or 0 for r in calls), tokens),
              tokens),
         {**_row(dataset, method, budget, "cost_per_call", cost, len(calls)), "price_model": PRICE_MODEL},
+        _row(dataset, method, budget, "cost_per_call_marked",
+             share(sum(call_cost(r.tokens, r.cached_marked or 0) for r in calls), len(calls)), len(calls)),
         _row(dataset, method, budget, "calls", len(calls), len(calls)),
     ]
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from flexamem_core import FlexAMemConfig, Message
+from flexamem_core.cache.breakpoints import BreakpointCache, host_marks
 from flexamem_core.cache.prefix import common_prefix_tokens
 from flexamem_core.request.counting import PER_REQUEST
 from flexamem_core.write.units import reader_blocks
@@ -77,6 +78,9 @@ class RenderRecord:
     far_hits: int = 0
     far_total: int = 0
     cached: int | None = None
+    #: The same call's cached tokens where the provider caches only at marked places
+    #: (:class:`~flexamem_core.cache.breakpoints.BreakpointCache`).
+    cached_marked: int | None = None
     #: Trajectories: whether the task (first user message) was sent verbatim.
     task_kept: bool | None = None
 
@@ -242,6 +246,7 @@ def _trajectory(item: TrajectoryItem, spec: Spec, env: Env, tick: Tick) -> ItemR
                 shared = {}
             method = make_method(name, env, shared)
             meter = PrefixMeter(env)
+            marked = BreakpointCache(env.tokenizer)
             limit = env.effective(budget)
             for target in targets:
                 history = list(messages[: target.message_index])
@@ -250,6 +255,7 @@ def _trajectory(item: TrajectoryItem, spec: Spec, env: Env, tick: Tick) -> ItemR
                 ms = (time.perf_counter() - t0) * 1000
                 tokens = env.count(context)
                 cached = meter.add(context, tokens)
+                cached_marked = min(tokens, marked.add(context, host_marks(context)))
                 if sizes[target.step] <= limit:
                     continue
                 text = env.context_text(context)
@@ -258,7 +264,7 @@ def _trajectory(item: TrajectoryItem, spec: Spec, env: Env, tick: Tick) -> ItemR
                     name, budget, item.item_id, "all", tokens, ms, step=target.step,
                     reused_hits=res.reused_hits, reused_total=res.reused_total,
                     trace_hits=res.trace_hits, trace_total=res.trace_total, far_hits=res.far_hits,
-                    far_total=res.far_total, cached=cached,
+                    far_total=res.far_total, cached=cached, cached_marked=cached_marked,
                     task_kept=res.task_kept))
                 if spec.dump:
                     out.dumps.append(_dump(spec, item.item_id, name, budget, target.step, text, tokens))

@@ -9,7 +9,7 @@ has for data that is never sent to a provider: the core's ``Message.metadata``, 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..model.messages import Message, clean_text
@@ -37,3 +37,15 @@ def memory_message(text: str) -> Message:
     Its text is cleaned like everything sent (a record may quote a tool call's parsed
     arguments, lone surrogates included)."""
     return Message(role="user", content=clean_text(text), id=MEMORY_ID, metadata=mark())
+
+
+def cache_breakpoints(messages: Sequence[Message]) -> tuple[int, ...]:
+    """Indices of the messages after which a stable part of a rendered request ends: the last
+    message before the memory message (the fixed prompt and any head), and the memory message.
+    Empty without a memory message (a history sent as it is: the host's own mark at its end is
+    all it needs). Where a provider caches only at marked places, an adapter marks these
+    (:mod:`flexamem_core.cache.breakpoints`)."""
+    at = next((i for i, m in enumerate(messages) if is_marked(m.metadata)), None)
+    if at is None:
+        return ()
+    return (at - 1, at) if at else (at,)

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..model.messages import Message
+from .marker import cache_breakpoints
 from .wire import chat_message
 
 
@@ -23,3 +24,9 @@ class Rendered:
         """``messages`` as chat-completions dicts, ready for a provider client
         (``client.chat.completions.create(messages=r.chat_messages())``)."""
         return [chat_message(m) for m in self.messages]
+
+    def cache_breakpoints(self) -> tuple[int, ...]:
+        """Indices of ``messages`` after which a stable part ends (the fixed prompt, the memory),
+        where a provider that caches only at marked places should get a mark besides the one the
+        host sets at the end (:func:`~flexamem_core.request.marker.cache_breakpoints`)."""
+        return cache_breakpoints(self.messages)

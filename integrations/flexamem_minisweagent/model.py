@@ -35,6 +35,7 @@ from flexamem_core import FlexAMem
 from flexamem_core.host import render_host
 from flexamem_core.stores import check_namespace
 
+from .cache_marks import CacheMarks
 from .convert import CODEC, ConvertedHistory
 from .defaults import run_budget
 from .settings import FlexAMemSettings, LitellmChat, build_memory
@@ -73,6 +74,7 @@ class FlexAMemModel:
         elif inner_config or inner_model_class:
             raise ValueError("pass either inner=<model object> or the inner model's config, not both")
         self.inner: Model = inner
+        self._cache_marks = CacheMarks(inner)
         self._writer_chat: LitellmChat | None = None
         self.budget = run_budget(self.settings, inner, memory)
         if memory is None:
@@ -157,6 +159,8 @@ class FlexAMemModel:
         outcome = render_host(self.memory, CODEC, messages, namespace=self.namespace_for, budget=self.budget,
                               extra_tokens=self.extra_tokens())
         rendered, host = outcome.rendered, outcome.messages
+        same = rendered is not None and len(host) == len(rendered.messages)  # one host message per message
+        self._cache_marks.use(rendered.cache_breakpoints() if same and rendered is not None else ())
         cost = (self._writer_chat.cost - cost_before) if self._writer_chat else 0.0
         report = outcome.report if self.settings.report == "full" else _summary(outcome.report)
         tokens = rendered.tokens if rendered is not None else 0
