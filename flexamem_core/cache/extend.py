@@ -36,6 +36,7 @@ from ..request.layout import Layout
 from ..request.marker import memory_message
 from ..request.parts import enforce_part
 from ..request.properties import sendable
+from ..write.identifiers import identifiers_in
 from .sent import SentRequest
 from .target import stable_limit
 
@@ -63,8 +64,8 @@ def revealed_lines(index: NamespaceIndex, units: Sequence[Unit], all_units: Sequ
     ledger = revealed_ledger(index, index.notes_of_units(units[:ev.n_old]))
     after = "\n".join(m.text for u in all_units[ev.n_old:] for m in u.messages)
     fixed = "\n".join(m.text for m in layout.fixed)
-    shown = memory_text + "\n".join(ev.lines)
-    chosen = ledger.choose(ev.n_old, room, after, fixed, tokenizer, skip=lambda s: s in shown)
+    shown = set(identifiers_in(memory_text + "\n" + "\n".join(ev.lines)))  # one pass, not a search per candidate
+    chosen = ledger.choose(ev.n_old, room, after, fixed, tokenizer, skip=shown.__contains__)
     if not chosen.by_unit:
         return ev
     lines = [line + chosen.suffix((pos,)) for pos, line in zip(range(start, ev.n_old), ev.lines)]

@@ -15,8 +15,9 @@ absent from the task and from the recent window (which show them anyway), are ra
 and taken in that order while they fit ``revealed_share`` of the memory's room. Each goes
 on the timeline line of the unit that first printed it (``| revealed: a, b``), so the model
 reads where it came from; the timeline keeps its order and stays a cacheable prefix: the
-choice is made when the memory is rendered, and an extended memory adds the identifiers of
-the units it appends with their records.
+choice is made when the memory is rendered, and a cache-stable extension ranks again for
+the window it leaves (``cache/extend.py``): the identifiers of the units it appends go on
+their lines, those of older units not shown yet on one :data:`REVEALED_EARLIER` line.
 
 The counts over the old units are kept incrementally per namespace (:class:`RevealedLedger`),
 so a call costs the identifiers of its window and a partial sort of the candidates, not a
@@ -56,9 +57,6 @@ class Revealed:
         """The text after the line that shows old units ``positions`` ("" with none chosen)."""
         chosen = [s for p in positions for s in self.by_unit.get(p, ())]
         return f"{REVEALED_MARK}{', '.join(chosen)}" if chosen else ""
-
-    def count(self) -> int:
-        return sum(len(v) for v in self.by_unit.values())
 
 
 class RevealedLedger:

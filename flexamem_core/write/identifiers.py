@@ -9,9 +9,10 @@ with its note, they let the timeline show those strings beside the step that rev
 
 An identifier is a run of word characters, dots, slashes, colons and dashes of at least
 four characters that holds a path or name separator, a digit or a camelCase hump (so
-``django/db/models/query.py:123``, ``_filter_or_exclude``, ``ValueError``'s neighbour
-``test_0042``, ``QuerySet``), with trailing punctuation stripped. Each is kept with the
-number of the unit's outputs (tool results, observations) and of its assistant messages
+``django/db/models/query.py:123``, ``_filter_or_exclude``, ``test_0042``, ``QuerySet``,
+``ValueError``), with trailing punctuation stripped; the names of markup tags
+(a harness's ``<output_head>``) are not identifiers. Each is kept with the number of the
+unit's outputs (tool results, observations) and of its assistant messages
 that contain it: the first says where it was revealed and how often it was printed, the
 second whether the agent itself named it, which is what ranks it later (an identifier only
 the agent named is kept too, with no output: it ranks what an earlier unit revealed).
@@ -25,6 +26,9 @@ from collections.abc import Sequence
 from ..model.messages import Message
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_./:-]{3,}")
+#: Markup around an output (a harness's ``<output_head>``, ``<returncode>``, the format it
+#: asks for): its names are not something the agent will reuse.
+MARKUP_TAG = re.compile(r"</?[A-Za-z_][A-Za-z0-9_.-]*>")
 _MARK = re.compile(r"[_./0-9]|[a-z][A-Z]")
 #: Most identifiers kept per unit: a ``cat`` of a long file prints thousands; the ones
 #: printed most, then the earliest, are kept (64 per output keeps 95% of what later
@@ -36,9 +40,9 @@ Identifier = tuple[str, int, int]
 
 
 def identifiers_in(text: str) -> list[str]:
-    """The identifiers of a text, in order, each once."""
+    """The identifiers of a text outside its markup tags, in order, each once."""
     out: dict[str, None] = {}
-    for match in _IDENTIFIER.findall(text):
+    for match in _IDENTIFIER.findall(MARKUP_TAG.sub(" ", text)):
         s = match.rstrip(".:-/")
         if len(s) >= 4 and _MARK.search(s):
             out[s] = None

@@ -54,6 +54,9 @@ def test_unit_identifiers_count_outputs_and_the_agents_own_mentions() -> None:
 def test_identifiers_strip_trailing_punctuation_and_need_a_mark() -> None:
     assert identifiers_in("see foo_bar. then path/to/x.py: and Simple word Error") == ["foo_bar", "path/to/x.py"]
     assert identifiers_in("Camel and camelCase and QuerySet") == ["camelCase", "QuerySet"]
+    # a harness's markup is not an identifier; what it wraps is
+    assert identifiers_in("<output_head>\nsrc/a_b.py\n</output_head>\n<elided_chars>\n12</elided_chars>") == \
+        ["src/a_b.py"]
 
 
 def test_note_round_trip_keeps_identifiers_and_reads_older_notes(tokenizer, hashing_embedder) -> None:
