@@ -68,12 +68,17 @@ def revealed_lines(index: NamespaceIndex, units: Sequence[Unit], all_units: Sequ
     chosen = ledger.choose(ev.n_old, room, after, fixed, tokenizer, skip=shown.__contains__)
     if not chosen.by_unit:
         return ev
-    lines = [line + chosen.suffix((pos,)) for pos, line in zip(range(start, ev.n_old), ev.lines)]
+    lines, added = list(ev.lines), 0
+    for k, pos in enumerate(range(start, ev.n_old)):
+        if chosen.by_unit.get(pos):  # only the lines that change are counted again
+            grown = lines[k] + chosen.suffix((pos,))
+            added += tokenizer.count(grown) - tokenizer.count(lines[k])
+            lines[k] = grown
     earlier = [f"{index.note(units[pos].key).label}: {', '.join(ids)}"
                for pos, ids in sorted(chosen.by_unit.items()) if pos < start]
     if earlier:
         lines.append(f"{REVEALED_EARLIER}{'; '.join(earlier)}")
-    added = sum(tokenizer.count(line) + 1 for line in lines) - sum(tokenizer.count(line) + 1 for line in ev.lines)
+        added += tokenizer.count(lines[-1]) + 1
     return _Eviction(ev.n_old, ev.mem_tokens + added, lines, ev.slack - added)
 
 

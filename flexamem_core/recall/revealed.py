@@ -107,14 +107,14 @@ class RevealedLedger:
         return n
 
     def choose(self, old: int, room: int, recent_text: str, fixed_text: str, tokenizer: Tokenizer,
-               units: Iterable[int] | None = None, skip: Callable[[str], bool] | None = None) -> Revealed:
-        """The best identifiers (module docstring) first printed by old units ``< old`` (or, with
-        ``units``, by those units only) within ``room`` tokens, counted over the first ``old``
-        notes and the recent text; ``skip`` passes over those it is true of (shown already)."""
+               skip: Callable[[str], bool] | None = None) -> Revealed:
+        """The best identifiers (module docstring) first printed by old units ``< old`` within
+        ``room`` tokens, counted over the first ``old`` notes and the recent text; ``skip``
+        passes over those it is true of (shown already)."""
         out = Revealed()
         if room <= 0 or not self.texts:
             return out
-        order = self._ranked(old, recent_text, fixed_text, units)
+        order = self._ranked(old, recent_text, fixed_text)
         intro = self._intro.view
         used, lines = 0, set()
         chosen: list[int] = []
@@ -150,16 +150,14 @@ class RevealedLedger:
                 named[i] += 1
         return seen, named
 
-    def _ranked(self, old: int, recent_text: str, fixed_text: str, units: Iterable[int] | None) -> list[int]:
-        """The candidates, best first: printed by an old unit (of ``units``), not in the recent
+    def _ranked(self, old: int, recent_text: str, fixed_text: str) -> list[int]:
+        """The candidates, best first: printed by an old unit, not in the recent
         or fixed text; named first, then in most messages, then the newest (the best
         :data:`_SORTED` sorted exactly, the rest left out)."""
         recent = identifiers_in(recent_text)
         seen, named = self._counts(old, recent)
         intro = self._intro.view
         ok = (intro >= 0) & (intro < old)
-        if units is not None:
-            ok &= np.isin(intro, np.fromiter(units, dtype=np.int64))
         for s in (*recent, *identifiers_in(fixed_text)):  # shown there already
             i = self.position.get(s)
             if i is not None:

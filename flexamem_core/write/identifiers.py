@@ -10,8 +10,8 @@ with its note, they let the timeline show those strings beside the step that rev
 An identifier is a run of word characters, dots, slashes, colons and dashes of at least
 four characters that holds a path or name separator, a digit or a camelCase hump (so
 ``django/db/models/query.py:123``, ``_filter_or_exclude``, ``test_0042``, ``QuerySet``,
-``ValueError``), with trailing punctuation stripped; the names of markup tags
-(a harness's ``<output_head>``) are not identifiers. Each is kept with the number of the
+``ValueError``), with trailing punctuation stripped; markup (a harness's tags such as
+``<output_head>``, a terminal's colour codes) is not read. Each is kept with the number of the
 unit's outputs (tool results, observations) and of its assistant messages
 that contain it: the first says where it was revealed and how often it was printed, the
 second whether the agent itself named it, which is what ranks it later (an identifier only
@@ -26,13 +26,13 @@ from collections.abc import Sequence
 from ..model.messages import Message
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_./:-]{3,}")
-#: Markup around an output (a harness's ``<output_head>``, ``<returncode>``, the format it
-#: asks for): its names are not something the agent will reuse.
-MARKUP_TAG = re.compile(r"</?[A-Za-z_][A-Za-z0-9_.-]*>")
+#: Markup around or inside an output (a harness's ``<output_head>``, ``<returncode>``, the
+#: format it asks for; a terminal's colour codes such as ``\x1b[01m``): none of it is a name
+#: the agent will reuse, and a colour code left in would glue its letter to the next word.
+MARKUP = re.compile(r"</?[A-Za-z_][A-Za-z0-9_.-]*>|\x1b\[[0-9;]*[A-Za-z]")
 _MARK = re.compile(r"[_./0-9]|[a-z][A-Z]")
 #: Most identifiers kept per unit: a ``cat`` of a long file prints thousands; the ones
-#: printed most, then the earliest, are kept (64 per output keeps 95% of what later
-#: commands reuse on the first half of the dev trajectories).
+#: printed most, then the earliest, are kept (docs/evaluation.md says why this many).
 MAX_PER_UNIT = 128
 
 #: One identifier of a unit: (text, outputs that contain it, assistant messages that contain it).
@@ -40,9 +40,9 @@ Identifier = tuple[str, int, int]
 
 
 def identifiers_in(text: str) -> list[str]:
-    """The identifiers of a text outside its markup tags, in order, each once."""
+    """The identifiers of a text outside its markup, in order, each once."""
     out: dict[str, None] = {}
-    for match in _IDENTIFIER.findall(MARKUP_TAG.sub(" ", text)):
+    for match in _IDENTIFIER.findall(MARKUP.sub(" ", text)):
         s = match.rstrip(".:-/")
         if len(s) >= 4 and _MARK.search(s):
             out[s] = None
