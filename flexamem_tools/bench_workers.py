@@ -2,10 +2,13 @@
 
 An agent server runs several worker processes, each serving several threads at once, and a
 thread's next model call may land on any worker (replicas behind a load balancer, a job
-queue). Here ``processes`` x ``threads`` workers take jobs from one queue: a job is the next
-model call of one agent thread (its history as OpenAI-style dicts, one step more than its
-last call), queued only once that thread's previous call was answered, so a thread's calls
-hop between processes while every thread advances in order. Each worker renders with
+queue). Here each of ``processes`` processes has ``threads`` threads taking jobs from its own
+queue: a job is the next model call of one agent thread (its history as OpenAI-style dicts,
+one step more than its last call), queued only once that thread's previous call was
+answered. A round-robin balancer sends call ``i`` of agent ``a`` to process ``(a + i) mod
+processes``, so every call of a thread lands on another process than its previous one (a
+shared queue would leave that to the scheduler: one fast process can take every job) while
+every thread advances in order. Each worker renders with
 ``FlexAMem.render`` (default settings, the hashing embedder: the load is the memory's, not
 the model's) and checks the request it would send against the budget.
 
@@ -99,9 +102,13 @@ def _worker_process(plan: LoadPlan, jobs: Any, results: Any) -> None:
 def run_load(plan: LoadPlan) -> dict[str, Any]:
     """Run the plan; returns its figures (see the module docstring)."""
     ctx = mp.get_context("spawn")  # no fork of a process holding threads and connections
-    jobs, results = ctx.Queue(), ctx.Queue()
-    procs = [ctx.Process(target=_worker_process, args=(plan, jobs, results), name=f"worker-{p}")
+    jobs, results = [ctx.Queue() for _ in range(plan.processes)], ctx.Queue()
+    procs = [ctx.Process(target=_worker_process, args=(plan, jobs[p], results), name=f"worker-{p}")
              for p in range(plan.processes)]
+
+    def send(agent: int, i: int) -> None:
+        jobs[(agent + i) % plan.processes].put((agent, i))
+
     for p in procs:
         p.start()
     n_calls = len(agent_calls(plan, 0))
@@ -109,7 +116,7 @@ def run_load(plan: LoadPlan) -> dict[str, Any]:
         if results.get(timeout=300) != ("ready",):
             raise RuntimeError("a worker process answered before it was ready")
     for agent in range(plan.agents):
-        jobs.put((agent, 0))
+        send(agent, 0)
     got: dict[tuple[int, int], tuple[Any, ...]] = {}
     t0 = time.perf_counter()
     try:
@@ -120,10 +127,11 @@ def run_load(plan: LoadPlan) -> dict[str, Any]:
                 raise RuntimeError("no worker answered for 300 s") from None
             got[(agent, i)] = tuple(rest)
             if i + 1 < n_calls:
-                jobs.put((agent, i + 1))
+                send(agent, i + 1)
     finally:
-        for _ in range(plan.processes * plan.threads):
-            jobs.put(None)
+        for queue_of_process in jobs:
+            for _ in range(plan.threads):
+                queue_of_process.put(None)
         for p in procs:
             p.join(timeout=120)
     wall = time.perf_counter() - t0

@@ -22,7 +22,7 @@ def test_workers_lose_nothing_stay_within_budget_and_send_what_one_process_sends
     got = run_load(plan)
     assert got["errors"] == []
     assert got["calls"] == plan.agents * (plan.steps + 1)
-    assert got["calls_served_by_another_process"] > 0
+    assert got["calls_served_by_another_process"] == plan.agents * plan.steps  # round robin: every later call
     assert got["over_budget"] == 0
     assert got["units_lost"] == got["units_duplicated"] == 0
     assert got["requests_unlike_one_process"] == 0
