@@ -40,6 +40,8 @@ class Tuning(BaseModel):
     timeline_share: float = Field(0.25, ge=0, le=1, description="rho: the timeline's share of the memory")
     revealed_share: float = Field(0.3, ge=0, lt=1, description="agents: the share of the memory for the "
                                   "identifiers old steps revealed, on their records' lines (0: none)")
+    revealed_tokens: int = Field(400, ge=0, description="agents: the most tokens of such identifiers one render "
+                                 "or extension adds, whatever the budget (the few hundred an agent reuses)")
     seeds: int = Field(10, ge=0, description="k: seed units by score")
     link_discount: float = Field(0.9, ge=0, le=1, description="lambda: score of a linked or neighbouring unit")
     excerpt_tokens: int = Field(300, ge=0, description="E: the pieces of an excerpt")

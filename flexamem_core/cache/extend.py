@@ -112,7 +112,8 @@ class Extender:
         share = cfg.tuning.revealed_share
         if share > 0:
             ev = revealed_lines(state.index, units, all_units, layout, cfg, tk, text, ev, start,
-                                min(int(share * mem_cap), mem_cap - ev.mem_tokens, ev.slack))
+                                min(int(share * mem_cap), cfg.tuning.revealed_tokens, mem_cap - ev.mem_tokens,
+                                    ev.slack))
         part = enforce_part(layout.body[len(layout.body) - sum(len(u.messages) for u in all_units[ev.n_old:]):])
         if part.repairs:
             return None

@@ -65,12 +65,14 @@ class MemoryComposer:
         return mem
 
     def revealed(self, call: RecallCall, a_mem: int) -> Revealed | None:
-        """What old steps revealed, within ``revealed_share`` of the memory (agent steps only)."""
-        share = call.cfg.tuning.revealed_share
-        if call.question or share <= 0 or not call.notes:
+        """What old steps revealed, within ``revealed_share`` of the memory and ``revealed_tokens``
+        (agent steps only)."""
+        tuning = call.cfg.tuning
+        if call.question or tuning.revealed_share <= 0 or not call.notes:
             return None
         ledger = revealed_ledger(call.index, call.notes)
-        chosen = ledger.choose(len(call.notes), int(share * a_mem), call.recent_text, call.fixed_text,
+        room = min(int(tuning.revealed_share * a_mem), tuning.revealed_tokens)
+        chosen = ledger.choose(len(call.notes), room, call.recent_text, call.fixed_text,
                                self.tokenizer)
         return chosen if chosen.by_unit else None
 

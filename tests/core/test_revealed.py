@@ -148,3 +148,31 @@ def test_a_second_process_sends_the_same_requests(tokenizer, hashing_embedder, t
     r2 = second.render(history)
     assert REVEALED_MARK in r1.memory_text
     assert [m.to_dict() for m in r1.messages] == [m.to_dict() for m in r2.messages]
+
+
+@pytest.mark.parametrize("stable", [True, False])
+def test_identifiers_take_at_most_revealed_tokens_whatever_the_budget(tokenizer, hashing_embedder, stable) -> None:
+    """However large the share of the memory, one render or extension adds
+    at most ``revealed_tokens`` of identifiers."""
+    history = agent_history(40)
+    for i, m in enumerate(history[3::2]):  # every output prints identifiers of its own
+        m["content"] += "\n" + "\n".join(f"pkg_{i}/mod_{k}.py:{k}" for k in range(8))
+
+    def shown(cap: int) -> list[str]:
+        mem = FlexAMem(flat_config(agent_unit_tokens=100, budget=3000, mode="timeline-only", cache_stable=stable,
+                                   revealed_tokens=cap, revealed_share=0.9), tokenizer=tokenizer,
+                       embedder=hashing_embedder)
+        suffixes: list[str] = []
+        for n in range(10, len(history) + 1, 2):
+            r = mem.render(history[:n])
+            assert r.report["total_tokens"] <= 3000 * 0.95
+            text = r.memory_text or ""
+            now = [ln.split(REVEALED_MARK, 1)[1] for ln in text.splitlines() if REVEALED_MARK in ln]
+            now += [ln[len(REVEALED_EARLIER):] for ln in text.splitlines() if ln.startswith(REVEALED_EARLIER)]
+            if not stable:  # per call: this render's choice alone
+                assert sum(tokenizer.count(s) for s in now) <= cap
+            suffixes = now
+        return suffixes
+
+    few, many = shown(60), shown(4000)
+    assert few and sum(tokenizer.count(s) for s in few) < sum(tokenizer.count(s) for s in many)
