@@ -10,7 +10,8 @@ with its note, they let the timeline show those strings beside the step that rev
 An identifier is a run of word characters, dots, slashes, colons and dashes of at least
 four characters that holds a path or name separator, a digit or a camelCase hump (so
 ``django/db/models/query.py:123``, ``_filter_or_exclude``, ``test_0042``, ``QuerySet``,
-``ValueError``), with trailing punctuation stripped; markup (a harness's tags such as
+``ValueError``), with trailing punctuation stripped and no two dots in a row (a test runner's
+progress line such as ``sss......s`` is not a name); markup (a harness's tags such as
 ``<output_head>``, a terminal's colour codes) is not read. Each is kept with the number of the
 unit's outputs (tool results, observations) and of its assistant messages
 that contain it: the first says where it was revealed and how often it was printed, the
@@ -44,7 +45,7 @@ def identifiers_in(text: str) -> list[str]:
     out: dict[str, None] = {}
     for match in _IDENTIFIER.findall(MARKUP.sub(" ", text)):
         s = match.rstrip(".:-/")
-        if len(s) >= 4 and _MARK.search(s):
+        if len(s) >= 4 and _MARK.search(s) and ".." not in s:
             out[s] = None
     return list(out)
 

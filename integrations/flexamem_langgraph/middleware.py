@@ -18,6 +18,7 @@ from langchain_core.messages import AnyMessage
 
 from flexamem_core.stores import check_namespace
 
+from .cache_marks import marked
 from .convert import system_tokens
 from .defaults import BudgetSpec, check_budget, resolve_budget, sized_memory
 from .namespaces import resolve_namespace
@@ -42,7 +43,9 @@ class FlexAMemMiddleware(AgentMiddleware):
     ``mem``) gets the unit sizes of that budget.
     ``token_counter`` is a LangChain counter (messages -> int, or a chat model) to count
     with instead of o200k. Memory is namespaced by the run's thread id; a run without a
-    thread id (no checkpointer) uses ``namespace``.
+    thread id (no checkpointer) uses ``namespace``. Listed after LangChain's
+    ``AnthropicPromptCachingMiddleware``, it also marks where the request's fixed prompt and
+    memory end (:mod:`flexamem_langgraph.cache_marks`).
     """
 
     def __init__(self, mem: FlexAMem | None = None, *, budget: BudgetSpec = None,
@@ -74,6 +77,9 @@ class FlexAMemMiddleware(AgentMiddleware):
         sent = outcome.messages
         if len(sent) == len(request.messages) and all(map(operator.is_, sent, request.messages)):
             return request  # passed through as given
+        control = request.model_settings.get("cache_control")
+        if control and outcome.rendered is not None and len(sent) == len(outcome.rendered.messages):
+            sent = marked(sent, outcome.rendered.cache_breakpoints(), control)  # see .cache_marks
         return request.override(messages=cast("list[AnyMessage]", sent))
 
     def wrap_model_call(self, request: ModelRequest,

@@ -58,6 +58,7 @@ def test_identifiers_strip_trailing_punctuation_and_need_a_mark() -> None:
     assert identifiers_in("<output_head>\nsrc/a_b.py\n</output_head>\n<elided_chars>\n12</elided_chars>") == \
         ["src/a_b.py"]
     assert identifiers_in("\x1b[01mRunning Sphinx v5.2.0\x1b[39;49;00m") == ["v5.2.0"]  # no "mRunning"
+    assert identifiers_in("sss...........s test_parameters ok") == ["test_parameters"]  # a runner's progress
 
 
 def test_note_round_trip_keeps_identifiers_and_reads_older_notes(tokenizer, hashing_embedder) -> None:
