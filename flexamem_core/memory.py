@@ -61,8 +61,8 @@ class FlexAMem:
         queries = self._queries = QueryMaker(lambda: self.embedder)
         self._pipeline = Pipeline(self._sync, MemoryComposer(strategy, self.writer, self.tokenizer), queries,
                                   self.tokenizer)
-        self._stable = StableRequests(self._pipeline, Extender(strategy, queries, self.tokenizer), self.tokenizer,
-                                      self.store)
+        extender = Extender(strategy, queries, self.tokenizer, self.writer)
+        self._stable = StableRequests(self._pipeline, extender, self.tokenizer, self.store)
         self.warming: threading.Thread | None = \
             warm_in_background(lambda: self.embedder) if self.config.warm == "background" else None
 

@@ -1,6 +1,7 @@
 """Extending the previous memory: its text kept as it is, the records of the units that left
 the recent window added at its end, fresh detail for this call after them, then the newest
-units verbatim. The fixed prompt and the previous memory stay a cached prefix.
+units verbatim. The fixed prompt and the previous memory stay a cached prefix. A memory that
+can grow no more is compacted instead (:mod:`.compact`).
 
 Everything after the previous memory is sent again whichever units leave, so by default
 (``stable_extend="evict_all"``) every unit but the newest leaves while the memory stays
@@ -19,11 +20,11 @@ from typing import Any
 from ..config import FlexAMemConfig
 from ..index.namespace import NamespaceIndex
 from ..model.messages import Message
-from ..model.protocols import Tokenizer
+from ..model.protocols import RecordWriter, Tokenizer
 from ..model.schema import Unit
 from ..recall.assembly import MEMORY_CLOSE, Element
 from ..recall.queries import QueryMaker
-from ..recall.report import add_run, count_resolutions, unit_row
+from ..recall.report import add_run, count_resolutions, run_resolution, unit_row
 from ..recall.revealed import REVEALED_EARLIER, revealed_ledger
 from ..recall.strategies.base import Extension, RecallCall, RecoveryStrategy
 from ..recall.timeline import record_line
@@ -37,6 +38,7 @@ from ..request.marker import memory_message
 from ..request.parts import enforce_part
 from ..request.properties import sendable
 from ..write.identifiers import identifiers_in
+from .compact import Compacted, compact
 from .sent import SentRequest
 from .target import stable_limit
 
@@ -85,12 +87,14 @@ def revealed_lines(index: NamespaceIndex, units: Sequence[Unit], all_units: Sequ
 class Extender:
     """Extends a thread's previous memory (see the module docstring)."""
 
-    def __init__(self, strategy: RecoveryStrategy, queries: QueryMaker, tokenizer: Tokenizer) -> None:
-        self.strategy, self.queries, self.tokenizer = strategy, queries, tokenizer
+    def __init__(self, strategy: RecoveryStrategy, queries: QueryMaker, tokenizer: Tokenizer,
+                 writer: RecordWriter) -> None:
+        self.strategy, self.queries, self.tokenizer, self.writer = strategy, queries, tokenizer, writer
 
     def extend(self, state: NamespaceState, sent: SentRequest, layout: Layout, cfg: FlexAMemConfig,
                extra_tokens: int, synced: Synced) -> Outcome | None:
-        """The extended request, or None where the previous memory cannot be kept or nothing fits."""
+        """The extended request, or None where the previous memory cannot be kept or nothing fits.
+        A memory that can grow no more is compacted (:mod:`.compact`) instead."""
         text = sent.outcome.memory_text
         if text is None or sent.old_units is None or not text.endswith("\n" + MEMORY_CLOSE):
             return None
@@ -107,38 +111,68 @@ class Extender:
         # The memory may grow up to what the paper's render would allow it at this budget.
         mem_cap = cfg.effective_budget - fixed_tokens - int(cfg.tuning.window_share * cfg.budget) - PER_MESSAGE
         ev = self._evict(state.index, units, all_units, start, tk.count(text), fixed_tokens, cfg, limit, mem_cap)
+        kept, rows, runs = text[: -len(MEMORY_CLOSE)], list(report.units), [list(r) for r in report.unit_runs]
+        records, compacted, llm_calls = sent.outcome.records, None, 0
         if ev is None:
-            return None
-        share = cfg.tuning.revealed_share
-        if share > 0:
+            compacted = self._compacted(state.index, sent, units, all_units, layout, cfg, mem_cap)
+            if compacted is None:
+                return None
+            total = fixed_tokens + PER_MESSAGE + compacted.tokens + count_messages(all_units[-1].messages, tk) - 3 \
+                + PER_MESSAGE
+            if total > cfg.effective_budget:
+                return None
+            ev = _Eviction(len(all_units) - 1, compacted.tokens, compacted.lines, cfg.effective_budget - total)
+            kept, rows, runs, records = compacted.kept, [], compacted.runs, compacted.records
+            llm_calls = compacted.llm_calls
+        elif cfg.tuning.revealed_share > 0:
             ev = revealed_lines(state.index, units, all_units, layout, cfg, tk, text, ev, start,
-                                min(int(share * mem_cap), cfg.tuning.revealed_tokens, mem_cap - ev.mem_tokens,
-                                    ev.slack))
+                                min(int(cfg.tuning.revealed_share * mem_cap), cfg.tuning.revealed_tokens,
+                                    mem_cap - ev.mem_tokens, ev.slack))
         part = enforce_part(layout.body[len(layout.body) - sum(len(u.messages) for u in all_units[ev.n_old:]):])
         if part.repairs:
             return None
         window = part.messages
         pinned = [sendable(m) for m in pinned_turn(state, ev.n_old, window, "agent", cfg)]
         base = count_messages([*fixed, *head_msgs, *pinned, *window], tk, extra_tokens) + PER_MESSAGE
-        fresh = self._fresh(state, cfg, layout, all_units[ev.n_old:], units[:ev.n_old], report.units,
+        fresh = self._fresh(state, cfg, layout, all_units[ev.n_old:], units[:ev.n_old], rows,
                             min(limit - base - ev.mem_tokens, mem_cap - ev.mem_tokens))
-        head_text = text[: -len(MEMORY_CLOSE)] + "".join(f"{line}\n" for line in ev.lines)
+        head_text = kept + "".join(f"{line}\n" for line in ev.lines)
         before = [*map(sendable, fixed), *head_msgs]
         built = self._assemble(head_text, fresh.elements, before, [*pinned, *window], cfg, extra_tokens)
         if built is None:
             return None
         messages, memory, tokens, details = built
-        rows, runs = self._rows(state.index, sent, units, start, ev.n_old, details)
+        if compacted is None:
+            add_run(runs, start, ev.n_old, "record")
+        rows = self._rows(state.index, rows, runs, units, start, ev.n_old, details)
         return Outcome(messages, memory, tokens, replace(
-            report, total_tokens=tokens, llm_calls=0, old_units=ev.n_old, window_units=len(all_units) - ev.n_old,
-            window_messages=len(window), window_tokens=count_messages([*pinned, *window], tk) - 3,
-            memory_tokens=tk.count(memory),
+            report, total_tokens=tokens, llm_calls=llm_calls, old_units=ev.n_old,
+            window_units=len(all_units) - ev.n_old, window_messages=len(window),
+            window_tokens=count_messages([*pinned, *window], tk) - 3, memory_tokens=tk.count(memory),
             # the allowance stays the one of the render this memory grew from
             unused_allowance=max(0, report.allowance - tk.count(memory)), units=rows, unit_runs=runs,
             resolutions=count_resolutions(runs, rows),
-            cache=CacheStep("extend", False, extended_units=ev.n_old - start, recovered_units=len(details)),
+            cache=CacheStep("compact" if compacted else "extend", False, extended_units=ev.n_old - start,
+                            recovered_units=len(details), kept_memory_chars=len(kept) if compacted else None),
             strategy=(report.strategy[0], {**(fresh.report or {}), "kept": len(details)})
-            if report.strategy is not None and fresh.report is not None else report.strategy))
+            if report.strategy is not None and fresh.report is not None else report.strategy), records)
+
+    def _compacted(self, index: NamespaceIndex, sent: SentRequest, units: Sequence[Unit], all_units: Sequence[Any],
+                   layout: Layout, cfg: FlexAMemConfig, mem_cap: int) -> Compacted | None:
+        """The previous memory compacted (:mod:`.compact`), every unit but the newest leaving the
+        window; None where it has no leading records to keep or they leave no room."""
+        text, records = sent.outcome.memory_text or "", sent.outcome.records
+        if records is None or cfg.tuning.stable_extend != "evict_all":
+            return None
+        chars, kept_units = records
+        if not 0 < chars < len(text) - len(MEMORY_CLOSE) or text[chars - 1] != "\n" \
+                or kept_units > (sent.old_units or 0) or len(all_units) - 1 > len(units):
+            return None
+        runs = [[a, min(b, kept_units), res] for a, b, res in sent.outcome.report.unit_runs if a < kept_units]
+        recent = "\n".join(m.text for m in all_units[-1].messages)
+        fixed = "\n".join(m.text for m in layout.fixed)
+        return compact(index, units, text[:chars], kept_units, len(all_units) - 1, runs, recent, fixed, cfg,
+                       self.writer, self.tokenizer, mem_cap)
 
     def _evict(self, index: NamespaceIndex, units: Sequence[Unit], all_units: Sequence[Any], start: int,
                mem_tokens: int, fixed_tokens: int, cfg: FlexAMemConfig, limit: int, mem_cap: int) -> _Eviction | None:
@@ -151,13 +185,10 @@ class Extender:
         window_tokens = sum(sizes)
         chosen: tuple[int, int, int] | None = None  # (old units, memory tokens, total) of the extension made
         evict_all = cfg.tuning.stable_extend == "evict_all"
-        for n_old in range(start, len(all_units)):
-            if n_old > start:
-                lines.append(record_line(index.note(units[n_old - 1].key)))
-                mem_tokens += tk.count(lines[-1]) + 1
-                window_tokens -= sizes[n_old - 1 - start]
-            if n_old == start:
-                continue  # the window must give up at least one unit, or nothing changes
+        for n_old in range(start + 1, len(all_units)):  # the window gives up at least one unit
+            lines.append(record_line(index.note(units[n_old - 1].key)))
+            mem_tokens += tk.count(lines[-1]) + 1
+            window_tokens -= sizes[n_old - 1 - start]
             if mem_tokens > mem_cap:
                 break
             total = fixed_tokens + PER_MESSAGE + mem_tokens + window_tokens + PER_MESSAGE * (len(all_units) - n_old)
@@ -199,17 +230,14 @@ class Extender:
         return messages, text, tokens, details
 
     @staticmethod
-    def _rows(index: NamespaceIndex, sent: SentRequest, units: Sequence[Unit], start: int, n_old: int,
-              details: Sequence[Element]) -> tuple[list[dict[str, Any]], list[list[Any]]]:
-        """The report's unit rows and runs: the previous ones, the units that left the window as
-        records, the fresh detail."""
-        report = sent.outcome.report
-        rows = {int(r["position"]): r for r in report.units}
-        rows.update((pos, unit_row(pos, index.note(units[pos].key), "record", why="left the window"))
+    def _rows(index: NamespaceIndex, rows_before: Sequence[dict[str, Any]], runs: Sequence[Sequence[Any]],
+              units: Sequence[Unit], start: int, n_old: int, details: Sequence[Element]) -> list[dict[str, Any]]:
+        """The report's unit rows: those kept from the previous memory, the units that left the
+        window (as the timeline shows them), the fresh detail."""
+        rows = {int(r["position"]): r for r in rows_before}
+        rows.update((pos, unit_row(pos, index.note(units[pos].key), run_resolution(runs, pos), why="left the window"))
                     for pos in range(start, n_old))
-        runs = [list(r) for r in report.unit_runs]
-        add_run(runs, start, n_old, "record")
         for e in details:
             rows[e.pos] = {**(rows.get(e.pos) or unit_row(e.pos, index.note(units[e.pos].key), e.resolution)),
                            "resolution": e.resolution, "why": "recovered when the memory grew"}
-        return [rows[pos] for pos in sorted(rows)], runs
+        return [rows[pos] for pos in sorted(rows)]

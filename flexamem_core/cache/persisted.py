@@ -40,6 +40,7 @@ def encode(sent: SentRequest, digest: bytes) -> bytes:
         "length": sent.length, "digest": digest.hex(), "verbatim_from": sent.verbatim_from,
         "old_units": sent.old_units, "messages": [m.to_dict() for m in sent.messages],
         "memory_text": outcome.memory_text, "tokens": outcome.tokens, "report": _report_fields(outcome.report),
+        "records": outcome.records,
     }
     return zlib.compress(json.dumps(state, separators=(",", ":"), default=str).encode("ascii"), 1)
 
@@ -57,7 +58,9 @@ def decode(data: bytes, history: list[Message], digest_at: Callable[[Sequence[Me
         length = int(state["length"])
         continued = 0 <= length <= len(history) and digest_at(history, length).hex() == state["digest"]
         messages = [Message.from_dict(m) for m in state["messages"]]
-        outcome = Outcome(messages, state["memory_text"], int(state["tokens"]), _report(state["report"]))
+        records = state.get("records")  # absent from a state saved before compaction existed
+        outcome = Outcome(messages, state["memory_text"], int(state["tokens"]), _report(state["report"]),
+                          (int(records[0]), int(records[1])) if records else None)
         return SentRequest(int(state["budget"]), int(state["extra_tokens"]), state["query"],
                            history if continued else [], outcome, state["verbatim_from"], state["old_units"],
                            length, continued)

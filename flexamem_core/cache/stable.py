@@ -2,7 +2,7 @@
 
 Providers bill a request prefix they have cached at about a tenth of the price, so a
 request that changes near its start on every call is expensive. While a thread's history
-only grows, each call is answered with the cheapest of three requests that fit ``B_bar``:
+only grows, each call is answered with the cheapest of four requests that fit ``B_bar``:
 
 1. **append**: the previous request with the new messages appended verbatim (the whole
    previous request is a cached prefix);
@@ -14,8 +14,10 @@ only grows, each call is answered with the cheapest of three requests that fit `
    render would give it: the request shrinks the most and the most calls append before the
    next extension; ``"to_target"`` keeps the longest run of newest units that keeps the
    request within the fixed prompt plus ``stable_target`` of the rest of ``B_bar``;
-3. **render**: a fresh render (the paper's rule) for that same share of the budget, when
-   neither fits or the history changed other than by growing.
+3. **compact**: where the memory can grow no more, its leading record lines kept as they were
+   sent and the units after them merged into a timeline of their own (:mod:`.compact`);
+4. **render**: a fresh render (the paper's rule) for that same share of the budget, when
+   none of these fits or the history changed other than by growing.
 
 The first render after the history was sent whole (``stable_head``, on by default) keeps the
 oldest old units as their messages right after the fixed prompt, where every earlier call
@@ -24,7 +26,7 @@ and it shows those units in full (:mod:`flexamem_core.render.head`); extensions 
 next render drops it (kept for good it would take room from every later memory).
 
 The paper's render on every call stays available with ``cache_stable=False``. The report
-of every call says which of the three it was and how many tokens of the previous request
+of every call says which of the four it was and how many tokens of the previous request
 it reuses as a prefix.
 
 The previous request is kept in the store where it has the ``RequestStates`` capability
@@ -108,7 +110,8 @@ class StableRequests:
         outcome = outcome.with_report(cache=CacheStep(
             step.step if step else "render", False, reused_prefix_tokens=min(prefix, outcome.tokens),
             extended_units=step.extended_units if step else None,
-            recovered_units=step.recovered_units if step else None))
+            recovered_units=step.recovered_units if step else None,
+            kept_memory_chars=step.kept_memory_chars if step else None))
         self._keep(namespace, state, SentRequest.of(cfg.budget, call.extra_tokens, call.query, msgs, outcome))
         return outcome
 

@@ -62,6 +62,8 @@ class MemoryRender:
     charged: int = 0
     #: What the recovery strategy says of its choice for this call (``report[strategy.report_key]``).
     strategy_report: dict[str, Any] | None = None
+    #: (characters, old units) of the text's leading record lines (:meth:`Assembler.records_prefix`).
+    records: tuple[int, int] | None = None
 
 
 def memory_wrapper_tokens(tokenizer: Tokenizer) -> int:
@@ -89,6 +91,28 @@ class Assembler:
         """The memory text and its exact count (stored counts of raw texts reused)."""
         segments = self.segments(elements, tail)
         return "".join(text for text, _ in segments), count_concat(self.tokenizer, segments)
+
+    def records_prefix(self, elements: Sequence[Element]) -> tuple[int, int]:
+        """(characters, old units) of the start of :meth:`text`: the opening, the introduction and
+        the record lines up to the first recovered text, with the newline after the last; the
+        units are those these lines show (hidden ones included)."""
+        in_place: set[int] = set()
+        after: set[int] = set()
+        for e in elements:
+            item = self.timeline.item_at(e.pos)
+            (in_place if e.in_place else after).add(item.start if item is not None else -1)
+        chars, units = len(MEMORY_OPEN) + len(MEMORY_INTRO) + 2, 0
+        if self.timeline.hidden_until:
+            chars, units = chars + len(self.timeline.hidden_line()) + 1, self.timeline.hidden_until
+            if (-1 in after or -1 in in_place) and not self.detail_after:  # placed after the hidden line
+                return chars, units
+        for item in self.timeline.items:
+            if item.start in in_place:
+                break
+            chars, units = chars + len(self.timeline.line_of(item)) + 1, item.end
+            if item.start in after and not self.detail_after:
+                break
+        return chars, units
 
     def segments(self, elements: Sequence[Element], tail: str | Segments = "") -> list[tuple[str, int | None]]:
         """The memory text as lines joined by newlines, a recovered element's line in its parts."""

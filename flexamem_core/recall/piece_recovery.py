@@ -5,6 +5,7 @@ grouped by unit in time order."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -66,7 +67,8 @@ def piece_recovery(notes: Sequence[Note], timeline: Timeline, query_text: str, q
             elements += _elements(more, len(chosen), pos_of, index, tokens)
             chosen = [*chosen, *more]
             text, n, kept = shrink(assembler, elements, allowance, tail)
-    return _rendered(text, n, kept, len(chosen), timeline, notes, index, ranking, bm25, framing)
+    return replace(_rendered(text, n, kept, len(chosen), timeline, notes, index, ranking, bm25, framing),
+                   records=assembler.records_prefix(()))  # the pieces follow the whole timeline
 
 
 def _take_first(first: Sequence[int], tokens: np.ndarray, room: int, framing: Framing) -> tuple[list[int], int]:

@@ -110,4 +110,5 @@ def unit_recovery(notes: Sequence[Note], timeline: Timeline, cands: Sequence[Can
              "excerpt": sum(e.tokens for e in kept if e.resolution == "excerpt"), "pieces": 0}
     runs = timeline_runs(timeline)
     rows = unit_rows(notes, runs, {e.pos: e.resolution for e in kept}, {c.pos: (c.why, c.score) for c in cands})
-    return MemoryRender(text, n, spent, rows, unit_runs=runs, dropped=len(elements) - len(kept))
+    return MemoryRender(text, n, spent, rows, unit_runs=runs, dropped=len(elements) - len(kept),
+                        records=assembler.records_prefix(kept))

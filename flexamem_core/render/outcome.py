@@ -16,7 +16,7 @@ from ..request.rendered import Rendered
 
 @dataclass(frozen=True)
 class CacheStep:
-    """How a cache-stable request was made: ``append``, ``extend`` or ``render``."""
+    """How a cache-stable request was made: ``append``, ``extend``, ``compact`` or ``render``."""
 
     step: str
     appended: bool
@@ -24,10 +24,12 @@ class CacheStep:
     appended_messages: int | None = None
     extended_units: int | None = None
     recovered_units: int | None = None
+    #: A compaction: the characters of the previous memory text it kept (its leading records).
+    kept_memory_chars: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"step": self.step}
-        for key in ("extended_units", "recovered_units"):
+        for key in ("extended_units", "recovered_units", "kept_memory_chars"):
             if getattr(self, key) is not None:
                 out[key] = getattr(self, key)
         out["appended"] = self.appended
@@ -133,6 +135,9 @@ class Outcome:
     memory_text: str | None
     tokens: int
     report: Report
+    #: (characters, old units) of the memory text's leading record lines, before any recovered
+    #: text: a compaction keeps them as they were sent (:mod:`flexamem_core.cache.extend`).
+    records: tuple[int, int] | None = None
 
     @property
     def passthrough(self) -> bool:

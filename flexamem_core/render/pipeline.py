@@ -129,7 +129,10 @@ class Pipeline:
                 f"budget {call.cfg.budget} (usable {b_bar}) cannot hold the fixed prompt and the newest "
                 f"step even after cutting its outputs ({tokens} tokens)")
         report = self.report(state, call, frame, mem, messages, tokens, final.repairs)
-        return Outcome(messages, mem.text if shown else None, tokens, report)  # type: ignore[union-attr]
+        records = mem.records if shown else None  # type: ignore[union-attr]
+        if records is not None:  # the memory's positions follow the head's units
+            records = (records[0], records[1] + len(frame.head_units))
+        return Outcome(messages, mem.text if shown else None, tokens, report, records)  # type: ignore[union-attr]
 
     def frame(self, state: NamespaceState, namespace: str, layout: Layout, call: Call,
               units: list[Unit] | None) -> Frame:

@@ -55,7 +55,7 @@ def test_every_call_of_a_cache_stable_thread_over_the_budget_logs_its_step(caplo
         over += not mem.render(history[:i], namespace="thread").passthrough
     lines = [r.getMessage() for r in _records(caplog, logging.INFO) if r.getMessage().startswith("render")]
     assert len(lines) == over > 0
-    assert {line.split(": ")[1].split(",")[0] for line in lines} <= {"append", "extend", "render"}
+    assert {line.split(": ")[1].split(",")[0] for line in lines} <= {"append", "extend", "compact", "render"}
 
 
 def test_a_long_catch_up_is_announced_and_its_bar_stays_off_without_a_terminal(caplog, capsys, tokenizer,

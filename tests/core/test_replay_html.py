@@ -51,7 +51,7 @@ def test_the_page_is_self_contained_and_shows_every_part(tokenizer, hashing_embe
     assert page.count('<section class="step"') == len(renders)
     views = as_views(renders)
     rendered = [v for v in views if not v.passthrough]
-    assert rendered and {v.cache_step for v in rendered} <= {"render", "extend", "append"}
+    assert rendered and {v.cache_step for v in rendered} <= {"render", "extend", "compact", "append"}
     for view, r in zip(views, renders):
         assert sum(view.split.values()) == max(view.budget, r.tokens)
         assert view.reused_prefix == r.report["cache"]["reused_prefix_tokens"]

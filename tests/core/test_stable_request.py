@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from collections import Counter
 
 import pytest
@@ -60,6 +61,13 @@ def test_every_call_of_a_growing_history_keeps_the_invariants(history, budget, t
         if step == "extend":
             head = previous.memory_text[: -len(MEMORY_CLOSE)]
             assert r.memory_text.startswith(head), "an extended memory keeps the previous one as a prefix"
+        if step == "compact":
+            kept = r.report["cache"]["kept_memory_chars"]
+            head = previous.memory_text[:kept]
+            assert 0 < kept < len(previous.memory_text) - len(MEMORY_CLOSE) and head.endswith("\n")
+            assert r.memory_text.startswith(head), "a compacted memory keeps the previous one's leading records"
+            assert all(line.startswith("- [") and "(raw)" not in line and "(excerpt)" not in line
+                       for line in head.splitlines()[2:]), "what it keeps are record lines"
         assert r.report["cache"]["reused_prefix_tokens"] == (
             common_prefix_tokens(previous.messages, r.messages, tokenizer) if previous else 0)
         previous = r
@@ -284,3 +292,29 @@ def test_the_first_render_keeps_the_oldest_units_where_they_were_sent(tokenizer,
             assert x.tokens <= cfg.effective_budget
         assert "head_units" not in later[until].report, "the next render drops the head"
     assert reused[True] > reused[False]
+
+
+@pytest.mark.parametrize("budget", [3000, 5000])
+def test_a_memory_that_can_grow_no_more_is_compacted_behind_its_leading_records(budget, tokenizer,
+                                                                               hashing_embedder):
+    """Past its cap the memory keeps its leading record lines as they were sent (a cached prefix)
+    and shows every later unit in a timeline of its own, in order, no step missing."""
+    mem = FlexAMem(FlexAMemConfig(budget=budget), tokenizer=tokenizer, embedder=hashing_embedder)
+    calls = run(mem, text_action_run(80))
+    steps = [r.report["cache"]["step"] for r in calls]
+    assert "compact" in steps, steps
+    for previous, r, step in zip(calls, calls[1:], steps[1:]):
+        assert r.tokens <= int(budget * 0.95)
+        if step != "compact":
+            continue
+        kept = r.report["cache"]["kept_memory_chars"]
+        assert r.memory_text[:kept] == previous.memory_text[:kept]
+        # the fixed prompt and the kept lines are read from the cache
+        assert r.report["cache"]["reused_prefix_tokens"] >= tokenizer.count(previous.memory_text[:kept])
+        labels = [(int(a), int(b or a)) for a, b in
+                  re.findall(r"^- \[steps? (\d+)(?:-(\d+))?\]", r.memory_text, re.M)]
+        assert all(b[0] == a[1] + 1 for a, b in zip(labels, labels[1:])), labels  # in time order, no gap
+        newest_old = labels[-1][1]
+        at = next(i for i, m in enumerate(r.messages) if m.metadata.get("flexamem") == "memory")
+        first_window = int(re.search(r"look at part (\d+)", r.messages[at + 1].content).group(1)) + 1
+        assert first_window == newest_old + 1, "the records reach the recent window"
