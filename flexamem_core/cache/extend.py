@@ -54,6 +54,20 @@ class _Eviction:
     slack: int = 0
 
 
+@dataclass
+class _Growth:
+    """How the memory grows this call: the eviction with its lines, the text they follow, the
+    previous rows and runs still shown, the leading records after it, and a compaction's LLM calls."""
+
+    ev: _Eviction
+    kept: str
+    rows: list[dict[str, Any]]
+    runs: list[list[Any]]
+    records: tuple[int, int] | None
+    compacted: bool = False
+    llm_calls: int = 0
+
+
 def revealed_lines(index: NamespaceIndex, units: Sequence[Unit], all_units: Sequence[Any], layout: Layout,
                    cfg: FlexAMemConfig, tokenizer: Tokenizer, memory_text: str, ev: _Eviction, start: int,
                    room: int) -> _Eviction:
@@ -103,31 +117,16 @@ class Extender:
         start = sent.old_units
         if start > len(units) or not all_units:
             return None
-        fixed = layout.fixed
-        report = sent.outcome.report
+        fixed, report = layout.fixed, sent.outcome.report
         head_msgs = sent.messages[len(fixed):len(fixed) + (report.head_messages or 0)]
         fixed_tokens = count_messages([*fixed, *head_msgs], tk, extra_tokens)
         limit = stable_limit(cfg, fixed_tokens)
         # The memory may grow up to what the paper's render would allow it at this budget.
         mem_cap = cfg.effective_budget - fixed_tokens - int(cfg.tuning.window_share * cfg.budget) - PER_MESSAGE
-        ev = self._evict(state.index, units, all_units, start, tk.count(text), fixed_tokens, cfg, limit, mem_cap)
-        kept, rows, runs = text[: -len(MEMORY_CLOSE)], list(report.units), [list(r) for r in report.unit_runs]
-        records, compacted, llm_calls = sent.outcome.records, None, 0
-        if ev is None:
-            compacted = self._compacted(state.index, sent, units, all_units, layout, cfg, mem_cap)
-            if compacted is None:
-                return None
-            total = fixed_tokens + PER_MESSAGE + compacted.tokens + count_messages(all_units[-1].messages, tk) - 3 \
-                + PER_MESSAGE
-            if total > cfg.effective_budget:
-                return None
-            ev = _Eviction(len(all_units) - 1, compacted.tokens, compacted.lines, cfg.effective_budget - total)
-            kept, rows, runs, records = compacted.kept, [], compacted.runs, compacted.records
-            llm_calls = compacted.llm_calls
-        elif cfg.tuning.revealed_share > 0:
-            ev = revealed_lines(state.index, units, all_units, layout, cfg, tk, text, ev, start,
-                                min(int(cfg.tuning.revealed_share * mem_cap), cfg.tuning.revealed_tokens,
-                                    mem_cap - ev.mem_tokens, ev.slack))
+        grown = self._grow(state, sent, units, all_units, layout, cfg, fixed_tokens, limit, mem_cap)
+        if grown is None:
+            return None
+        ev, kept, rows, runs = grown.ev, grown.kept, grown.rows, grown.runs
         part = enforce_part(layout.body[len(layout.body) - sum(len(u.messages) for u in all_units[ev.n_old:]):])
         if part.repairs:
             return None
@@ -142,20 +141,44 @@ class Extender:
         if built is None:
             return None
         messages, memory, tokens, details = built
-        if compacted is None:
+        if not grown.compacted:
             add_run(runs, start, ev.n_old, "record")
         rows = self._rows(state.index, rows, runs, units, start, ev.n_old, details)
         return Outcome(messages, memory, tokens, replace(
-            report, total_tokens=tokens, llm_calls=llm_calls, old_units=ev.n_old,
+            report, total_tokens=tokens, llm_calls=grown.llm_calls, old_units=ev.n_old,
             window_units=len(all_units) - ev.n_old, window_messages=len(window),
             window_tokens=count_messages([*pinned, *window], tk) - 3, memory_tokens=tk.count(memory),
             # the allowance stays the one of the render this memory grew from
             unused_allowance=max(0, report.allowance - tk.count(memory)), units=rows, unit_runs=runs,
             resolutions=count_resolutions(runs, rows),
-            cache=CacheStep("compact" if compacted else "extend", False, extended_units=ev.n_old - start,
-                            recovered_units=len(details), kept_memory_chars=len(kept) if compacted else None),
+            cache=CacheStep("compact" if grown.compacted else "extend", False, extended_units=ev.n_old - start,
+                            recovered_units=len(details), kept_memory_chars=len(kept) if grown.compacted else None),
             strategy=(report.strategy[0], {**(fresh.report or {}), "kept": len(details)})
-            if report.strategy is not None and fresh.report is not None else report.strategy), records)
+            if report.strategy is not None and fresh.report is not None else report.strategy), grown.records)
+
+    def _grow(self, state: NamespaceState, sent: SentRequest, units: Sequence[Unit], all_units: Sequence[Any],
+              layout: Layout, cfg: FlexAMemConfig, fixed_tokens: int, limit: int, mem_cap: int) -> _Growth | None:
+        """An eviction with its identifiers after the previous memory, else a compaction of it
+        (:mod:`.compact`); None where neither fits."""
+        tk, outcome, start = self.tokenizer, sent.outcome, sent.old_units or 0
+        text, report = outcome.memory_text or "", outcome.report
+        ev = self._evict(state.index, units, all_units, start, tk.count(text), fixed_tokens, cfg, limit, mem_cap)
+        if ev is not None:
+            if cfg.tuning.revealed_share > 0:
+                ev = revealed_lines(state.index, units, all_units, layout, cfg, tk, text, ev, start,
+                                    min(int(cfg.tuning.revealed_share * mem_cap), cfg.tuning.revealed_tokens,
+                                        mem_cap - ev.mem_tokens, ev.slack))
+            return _Growth(ev, text[: -len(MEMORY_CLOSE)], list(report.units), [list(r) for r in report.unit_runs],
+                           outcome.records)
+        compacted = self._compacted(state.index, sent, units, all_units, layout, cfg, mem_cap)
+        if compacted is None:
+            return None
+        total = fixed_tokens + PER_MESSAGE + compacted.tokens + count_messages(all_units[-1].messages, tk) - 3 \
+            + PER_MESSAGE
+        if total > cfg.effective_budget:
+            return None
+        ev = _Eviction(len(all_units) - 1, compacted.tokens, compacted.lines, cfg.effective_budget - total)
+        return _Growth(ev, compacted.kept, [], compacted.runs, compacted.records, True, compacted.llm_calls)
 
     def _compacted(self, index: NamespaceIndex, sent: SentRequest, units: Sequence[Unit], all_units: Sequence[Any],
                    layout: Layout, cfg: FlexAMemConfig, mem_cap: int) -> Compacted | None:
