@@ -197,5 +197,5 @@ def test_a_big_newest_unit_leaves_the_memory_half_its_room(hashing_embedder, tok
     mem = FlexAMem(FlexAMemConfig(budget=4000, mode=mode), embedder=hashing_embedder, tokenizer=tokenizer)
     for n in range(len(history) - 20, len(history) + 1, 2):
         r = mem.render(history[:n])
-    assert r.report["cache"]["step"] in ("render", "extend")
+    assert r.report["cache"]["step"] in ("render", "extend", "compact")
     assert r.report["memory_tokens"] >= rep["allowance"] / 2, r.report
