@@ -25,7 +25,7 @@ from ..model.protocols import RecordWriter, Tokenizer
 from ..model.schema import Unit
 from ..recall.assembly import MEMORY_CLOSE
 from ..recall.report import timeline_runs
-from ..recall.revealed import REVEALED_EARLIER, Revealed, revealed_ledger
+from ..recall.revealed import Revealed, revealed_ledger
 from ..recall.timeline import Timeline
 from ..write.identifiers import identifiers_in
 
@@ -64,9 +64,8 @@ def compact(index: NamespaceIndex, units: Sequence[Unit], kept: str, kept_units:
         shown = set(identifiers_in(kept))  # one pass, not a search per candidate
         revealed = revealed_ledger(index, index.notes_of_units(units[:n_old])).choose(
             n_old, room, recent_text, fixed_text, tokenizer, skip=shown.__contains__)
-    earlier = [f"{index.note(units[pos].key).label}: {', '.join(ids)}"
-               for pos, ids in sorted(revealed.by_unit.items()) if pos < kept_units]
-    earlier_line = [f"{REVEALED_EARLIER}{'; '.join(earlier)}"] if earlier else []
+    earlier = revealed.earlier_line(lambda pos: index.note(units[pos].key).label, kept_units)
+    earlier_line = [earlier] if earlier else []
     timeline = Timeline(index.notes_of_units(units[kept_units:n_old]), index, writer, tokenizer,
                         cfg.tuning.merge_fanin)
     room = target - kept_tokens - revealed.tokens  # the identifiers' room set apart, as a render sets it

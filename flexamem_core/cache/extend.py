@@ -25,7 +25,7 @@ from ..model.schema import Unit
 from ..recall.assembly import MEMORY_CLOSE, Element
 from ..recall.queries import QueryMaker
 from ..recall.report import add_run, count_resolutions, run_resolution, unit_row
-from ..recall.revealed import REVEALED_EARLIER, revealed_ledger
+from ..recall.revealed import revealed_ledger
 from ..recall.strategies.base import Extension, RecallCall, RecoveryStrategy
 from ..recall.timeline import record_line
 from ..render.outcome import CacheStep, Outcome
@@ -90,11 +90,10 @@ def revealed_lines(index: NamespaceIndex, units: Sequence[Unit], all_units: Sequ
             grown = lines[k] + chosen.suffix((pos,))
             added += tokenizer.count(grown) - tokenizer.count(lines[k])
             lines[k] = grown
-    earlier = [f"{index.note(units[pos].key).label}: {', '.join(ids)}"
-               for pos, ids in sorted(chosen.by_unit.items()) if pos < start]
+    earlier = chosen.earlier_line(lambda pos: index.note(units[pos].key).label, start)
     if earlier:
-        lines.append(f"{REVEALED_EARLIER}{'; '.join(earlier)}")
-        added += tokenizer.count(lines[-1]) + 1
+        lines.append(earlier)
+        added += tokenizer.count(earlier) + 1
     return _Eviction(ev.n_old, ev.mem_tokens + added, lines, ev.slack - added)
 
 

@@ -58,6 +58,14 @@ class Revealed:
         chosen = [s for p in positions for s in self.by_unit.get(p, ())]
         return f"{REVEALED_MARK}{', '.join(chosen)}" if chosen else ""
 
+    def earlier_line(self, label: Callable[[int], str], before: int) -> str | None:
+        """The :data:`REVEALED_EARLIER` line naming, by ``label`` of their position, the units
+        before ``before`` whose identifiers were chosen (their own lines were sent already);
+        None where none was."""
+        earlier = [f"{label(pos)}: {', '.join(ids)}" for pos, ids in sorted(self.by_unit.items())
+                   if pos < before and ids]
+        return f"{REVEALED_EARLIER}{'; '.join(earlier)}" if earlier else None
+
 
 class RevealedLedger:
     """Counts of every identifier over a chain of notes (the index's notes, in write order),
