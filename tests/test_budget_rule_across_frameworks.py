@@ -163,8 +163,9 @@ def test_a_known_window_gives_one_budget_one_unit_size_one_memory(model_name: st
 
 def test_the_small_window_is_one_whose_budget_caps_the_units() -> None:
     small = window_budget(litellm.model_cost[MODELS[1]]["max_input_tokens"])
-    assert _units(config_for_budget(small)) == (small // UNITS_PER_BUDGET,) * 2
-    assert small // UNITS_PER_BUDGET < min(_units(FlexAMemConfig()))
+    caps = (small // UNITS_PER_BUDGET["agent_unit_tokens"], small // UNITS_PER_BUDGET["reader_unit_tokens"])
+    assert _units(config_for_budget(small)) == caps
+    assert all(cap < size for cap, size in zip(caps, _units(FlexAMemConfig())))
 
 
 def test_an_unknown_window_gives_the_fallback_in_every_framework(caplog: pytest.LogCaptureFixture) -> None:

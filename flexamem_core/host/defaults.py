@@ -30,10 +30,11 @@ INPUT_SHARE = 0.75
 #: The budget when the model's input window is not known: the core config's default.
 FALLBACK_BUDGET: int = FlexAMemConfig.model_fields["budget"].default
 
-#: A budget holds at least this many units of the size an adapter's config packs to.
-UNITS_PER_BUDGET = 4
-
-_UNIT_FIELDS = ("agent_unit_tokens", "reader_unit_tokens")
+#: A budget holds at least this many units of the size an adapter's config packs to, per
+#: kind of unit. Agent units are smaller: a cache-stable request keeps its newest unit in the
+#: window when it extends its memory, so that unit is sent again whole, and a smaller unit also
+#: leaves a step's record to the memory sooner.
+UNITS_PER_BUDGET = {"agent_unit_tokens": 8, "reader_unit_tokens": 4}
 
 
 def _tokens(value: object, name: str) -> int:
@@ -73,11 +74,10 @@ def default_budget(input_tokens: int | None, *, adapter: str, model: str, hint: 
 
 def config_for_budget(budget: int, config: FlexAMemConfig | None = None, **settings: Any) -> FlexAMemConfig:
     """``config`` (by default the library's) with ``budget`` and ``settings``, its unit sizes
-    capped at ``budget // UNITS_PER_BUDGET`` and never above its own; a unit size set
+    capped at ``budget // UNITS_PER_BUDGET[field]`` and never above its own; a unit size set
     explicitly (in ``config`` or ``settings``) is kept as it is."""
     budget = _tokens(budget, "budget")
     chosen = (config or FlexAMemConfig()).updated(budget=budget, **settings)
-    cap = max(1, budget // UNITS_PER_BUDGET)
-    capped = {name: min(getattr(chosen.tuning, name), cap) for name in _UNIT_FIELDS
-              if name not in chosen.tuning.model_fields_set}
+    capped = {name: min(getattr(chosen.tuning, name), max(1, budget // per_budget))
+              for name, per_budget in UNITS_PER_BUDGET.items() if name not in chosen.tuning.model_fields_set}
     return chosen.tuned(**capped) if capped else chosen

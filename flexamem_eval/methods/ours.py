@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from flexamem_core import FlexAMem, FlexAMemConfig, InMemoryStore, Message, RuleRecordWriter
+from flexamem_core.host import config_for_budget
 from flexamem_core.model.protocols import WrittenRecord
 from flexamem_core.model.schema import Unit
 
@@ -66,13 +67,17 @@ class _Ours(Method):
         self._mem: dict[str, FlexAMem] = {}
         self.cost = self.shared.setdefault("flexamem_write", WriteCost())  # one write cost for all of ours
 
-    def memory(self, history_kind: str) -> FlexAMem:
+    def memory(self, history_kind: str, budget: int | None = None) -> FlexAMem:
+        """The memory of one history kind. Readers: one store per history, shared by every
+        budget; agents: one per instance (a variant at ``budget``), configured as an adapter
+        configures it for that budget (:func:`flexamem_core.host.config_for_budget`)."""
         if history_kind not in self._mem:
-            # Readers: one store per history; agents: one per instance (a variant at a budget).
             store = self.shared.setdefault("flexamem_store_reader", InMemoryStore()) \
                 if history_kind == "reader" else InMemoryStore()
             settings = {**self.switches.get(history_kind, {}), "history": history_kind}
-            config = FlexAMemConfig(**{**self.env.config.model_dump(), **settings})  # validated
+            config = FlexAMemConfig(**{**self.env.config.model_dump(exclude_unset=True), **settings})  # validated
+            if history_kind == "agent" and budget is not None:
+                config = config_for_budget(budget, config)
             writer = self.shared.setdefault(
                 ("flexamem_records", config.tuning.record_words, config.tuning.merged_record_words),
                 SharedRecords(RuleRecordWriter(config.tuning.record_words, config.tuning.merged_record_words)))
@@ -100,7 +105,7 @@ class _Ours(Method):
         return self.memory("reader").render_question(question.text, namespace=NAMESPACE, budget=budget).messages
 
     def step_context(self, history: Sequence[Message], budget: int) -> list[Message]:
-        mem = self.memory("agent")
+        mem = self.memory("agent", budget)
         self._ingest(mem, history, final=False)
         return mem.render(history, namespace=NAMESPACE, budget=budget).messages
 

@@ -71,8 +71,11 @@ def test_an_unknown_window_falls_back_with_one_warning_per_adapter(caplog: pytes
 
 
 def test_unit_sizes_are_capped_at_small_budgets_and_never_grow() -> None:
-    assert _units(config_for_budget(1_000)) == (1_000 // UNITS_PER_BUDGET,) * 2
-    assert _units(config_for_budget(6_000)) == (DEFAULTS.tuning.agent_unit_tokens, 6_000 // UNITS_PER_BUDGET)
+    agent, reader = UNITS_PER_BUDGET["agent_unit_tokens"], UNITS_PER_BUDGET["reader_unit_tokens"]
+    assert agent > reader  # agent units are re-sent whole by an extension: smaller ones
+    assert _units(config_for_budget(1_000)) == (1_000 // agent, 1_000 // reader)
+    assert _units(config_for_budget(6_000)) == (6_000 // agent, 6_000 // reader)  # both below their own
+    assert _units(config_for_budget(8_000)) == (DEFAULTS.tuning.agent_unit_tokens, 8_000 // reader)
     assert _units(config_for_budget(100_000)) == _units(DEFAULTS)  # never above the config's own
     assert _units(config_for_budget(3)) == (1, 1)
     config = config_for_budget(2_000, history="reader", mode="piece")
@@ -84,10 +87,10 @@ def test_unit_sizes_are_capped_at_small_budgets_and_never_grow() -> None:
 
 def test_explicit_unit_sizes_and_settings_win() -> None:
     given = config_for_budget(1_000, tuning=Tuning(agent_unit_tokens=900))
-    assert _units(given) == (900, 250)
+    assert _units(given) == (900, 1_000 // UNITS_PER_BUDGET["reader_unit_tokens"])
     own = FlexAMemConfig(cache_stable=False, tuning=Tuning(reader_unit_tokens=700, seeds=4))
     config = config_for_budget(1_000, own)
-    assert _units(config) == (250, 700)
+    assert _units(config) == (1_000 // UNITS_PER_BUDGET["agent_unit_tokens"], 700)
     assert config.cache_stable is False and config.tuning.seeds == 4 and config.budget == 1_000
     assert _units(config_for_budget(1_000, config)) == _units(config)  # sizing twice changes nothing
 
@@ -112,7 +115,7 @@ def test_a_memory_on_a_capped_config_packs_smaller_units(tokenizer, hashing_embe
         assert not rendered.passthrough and rendered.report["budget"] == 800
         units[name] = mem.state(name).units
     cap = config_for_budget(800).tuning.agent_unit_tokens
-    assert cap == 800 // UNITS_PER_BUDGET
+    assert cap == 800 // UNITS_PER_BUDGET["agent_unit_tokens"]
     closed = units["capped"][:-1]  # steps are packed until a unit reaches its size
     assert all(cap <= u.tokens < DEFAULTS.tuning.agent_unit_tokens for u in closed)
     assert len(units["capped"]) > len(units["library"])

@@ -152,15 +152,15 @@ def long_run() -> list[dict]:
     return text_action_run(40)
 
 
-def test_an_extension_moves_every_unit_it_can_into_the_memory(tokenizer, hashing_embedder, long_run):
+def test_an_extension_moves_every_unit_it_can_into_the_memory(tokenizer, hashing_embedder):
     """Whichever units leave the window, everything after the previous memory is sent again:
     by default an extension leaves only the newest unit (while the memory stays within its
     cap), so the request shrinks the most, fewer calls extend, and fewer tokens go uncached
     than when it keeps the longest window within ``stable_target``."""
-    got = {}
+    got, history = {}, text_action_run(60)  # a window of several units: 6k tokens of 500-token units
     for extend in ("evict_all", "to_target"):
-        cfg = FlexAMemConfig(budget=8000, tuning=Tuning(stable_extend=extend))
-        calls = [r for r in run(FlexAMem(cfg, tokenizer=tokenizer, embedder=hashing_embedder), long_run)
+        cfg = FlexAMemConfig(budget=6000, tuning=Tuning(stable_extend=extend, agent_unit_tokens=500))
+        calls = [r for r in run(FlexAMem(cfg, tokenizer=tokenizer, embedder=hashing_embedder), history)
                  if not r.passthrough]
         steps = [r.report["cache"]["step"] for r in calls]
         windows = [r.report["window_units"] for r, step in zip(calls, steps) if step == "extend"]

@@ -24,8 +24,15 @@ best match for what a human turn (or ``query=``) asks; the old unit holding
 shown whole (all its pieces, first, one verbatim run); the room the timeline leaves is
 filled with the best pieces for the step (a unit too big to plan still shows its best
 pieces there, ranked by the same words). With nothing planned the timeline takes all it
-needs. A cache-stable request that extends its memory recovers, in the room it has, the
-same units first (raw or as an excerpt) and then the paper's candidates, by fit-or-degrade.
+needs.
+
+**A cache-stable request** (the agent default) recovers only what a human turn or ``query=``
+asks for: the focus match, shown whole when it renders and raw or as an excerpt when it
+extends its memory, and nothing else. Recovered text follows the timeline, so every render
+and extension sends it again as new tokens, and what the newest step's words match lies
+mostly in the window already; the room it leaves stays with the recent steps, which appending
+fills before the next extension. docs/evaluation.md gives the measurement behind this. The
+per-call render (``cache_stable=False``) keeps the whole rule.
 
 Every choice is reported (``report["auto"]``): the signal values, the thresholds, what was
 planned and why.
@@ -200,12 +207,13 @@ def _planned_cost(note: Note, left: float, cfg: FlexAMemConfig, record: bool) ->
 
 def agent_candidates(notes: Sequence[Note], index: NamespaceIndex, cfg: FlexAMemConfig, q_vec: np.ndarray,
                      excerpt_query: str, piece_query: str, focus: str, cap: float, record: bool,
-                     rule: AutoRule | None = None, exclude: Sequence[int] = ()
+                     rule: AutoRule | None = None, exclude: Sequence[int] = (), stable: bool = False
                      ) -> tuple[list[Candidate], list[dict[str, Any]], Signals, int, int]:
     """The units an agent step plans to recover, within ``cap`` tokens: the unit holding the
-    best match for what is asked (``focus``: a human turn or ``query=``), then the unit that
-    holds ``step_concentration`` of the best pieces for the step's words. Returns the planned
-    candidates followed by the paper's (for fit-or-degrade), the plan's report rows, the
+    best match for what is asked (``focus``: a human turn or ``query=``), then, unless the
+    request is cache-stable (module docstring), the unit that holds ``step_concentration`` of
+    the best pieces for the step's words. Returns the planned candidates followed by the
+    paper's (for fit-or-degrade; none for a cache-stable request), the plan's report rows, the
     signals, the tokens planned and the largest excerpt size planned (``E`` if none)."""
     rule = rule or RULE
     skip = set(exclude)
@@ -230,8 +238,10 @@ def agent_candidates(notes: Sequence[Note], index: NamespaceIndex, cfg: FlexAMem
         found = focus_first([], notes, index, index.bm25.query_terms(focus, cfg.tuning.query_terms))
         if found:
             plan(found[0].pos, "focus match", 1.0)
-    if sig.best_unit is not None and sig.concentration >= rule.step_concentration:
+    if sig.best_unit is not None and sig.concentration >= rule.step_concentration and not stable:
         plan(sig.best_unit, "concentrated match", sig.concentration)
+    if stable:
+        return planned, rows, sig, need, excerpt or cfg.tuning.excerpt_tokens
     rest = candidates(q_vec, notes, index, cfg, piece_query)
     taken = {c.pos for c in planned} | skip
     return [*planned, *(c for c in rest if c.pos not in taken)], rows, sig, need, excerpt or cfg.tuning.excerpt_tokens
@@ -243,7 +253,7 @@ def _agent_plan(call: RecallCall, room: Room, rule: AutoRule) -> Plan:
     cfg, q, notes, index = call.cfg, call.query, call.notes, call.index
     cap = rule.detail_share * room.size_mem
     cands, rows, sig, need, _ = agent_candidates(notes, index, cfg, q.vector, q.excerpt_text, q.piece_text, q.focus,
-                                                 cap, False, rule)
+                                                 cap, False, rule, stable=call.stable)
     # the trace first: the timeline is merged only down to what the planned units need
     target = max(cfg.tuning.timeline_share * room.size_mem, room.size_mem - need)
     # a big newest unit: per-call renders hide the oldest records down to that for this call; a
@@ -254,19 +264,29 @@ def _agent_plan(call: RecallCall, room: Room, rule: AutoRule) -> Plan:
     first = [d for c in cands[:len(rows)] for d in index.unit_docs.get(notes[c.pos].unit_key, range(0))]
 
     def recover(timeline: Timeline) -> MemoryRender:
-        return piece_recovery(notes, timeline, q.focus or q.piece_text, q.vector, room.a_mem - timeline.total,
-                              room.allowance, index, call.tokenizer, cfg, first=first)
+        left, allowance = room.a_mem - timeline.total, room.allowance
+        if call.stable:  # the planned units only: no best pieces after them (module docstring)
+            allowance -= max(0, left - need)
+            left = min(left, need)
+        return piece_recovery(notes, timeline, q.focus or q.piece_text, q.vector, left, allowance, index,
+                              call.tokenizer, cfg, first=first)
 
     if rows:
         why = (f"the trace first, then {' and '.join(r['why'] for r in rows)} "
                f"({need} tokens planned, at most detail_share {rule.detail_share} of the memory; concentration "
                f"{sig.concentration:.2f}, step_concentration {rule.step_concentration}), then the best pieces "
                "in the room the timeline leaves")
+    elif call.stable:
+        why = ("a cache-stable request with no unit asked for: the timeline takes the room it needs, the rest "
+               "is left to the recent steps")
     else:
         why = (f"no unit asked for or concentrated on (concentration {sig.concentration:.2f} < step_concentration "
                f"{rule.step_concentration}): the timeline takes the room it needs, the best pieces for the step "
                "fill what it leaves")
-    report = {"recovery": "units and pieces" if rows else "trace and pieces", "planned": rows,
+    recovery = "units and pieces" if rows else "trace and pieces"
+    if call.stable:
+        recovery = "units" if rows else "trace"
+    report = {"recovery": recovery, "planned": rows,
               "planned_tokens": need, "why": why, "signals": sig.report(),
               "thresholds": {"detail_share": rule.detail_share, "step_concentration": rule.step_concentration,
                              "top_pieces": rule.top_pieces, "rho": cfg.tuning.timeline_share}}
@@ -288,15 +308,16 @@ class AutoRecovery(RecoveryStrategy):
         return _reader_plan(call, room, self.rule) if call.question else _agent_plan(call, room, self.rule)
 
     def extend(self, call: RecallCall, room: int, shown: set[int]) -> Extension:
-        """The planned units first (raw or as an excerpt), then the paper's candidates, by fit-or-degrade."""
+        """The unit a human turn or ``query=`` asks for, raw or as an excerpt, by fit-or-degrade
+        (an extension is cache-stable: nothing else is recovered, see the module docstring)."""
         cfg, q, notes, index = call.cfg, call.query, call.notes, call.index
         cands, planned, sig, need, excerpt = agent_candidates(notes, index, cfg, q.vector, q.excerpt_text,
                                                               q.piece_text, q.focus, room, True, self.rule,
-                                                              exclude=sorted(shown))
+                                                              exclude=sorted(shown), stable=True)
         report = {"recovery": "units" if planned else "trace", "planned": planned, "planned_tokens": need,
                   "why": f"extend: the previous memory kept, the records of the units that left the window "
-                         f"added, then within the {room} tokens left the units planned (focus match, concentrated "
-                         "match), then the paper's candidates, by fit-or-degrade",
+                         f"added, then within the {room} tokens left the unit asked for (focus match), by "
+                         "fit-or-degrade",
                   "signals": sig.report()}
         ranges = [index.unit_docs.get(notes[c.pos].unit_key, range(0)) for c in cands]
         scores = excerpt_scores(index, ranges, q.focus or q.excerpt_text, q.vector, cfg)
