@@ -60,8 +60,7 @@ def compact(index: NamespaceIndex, units: Sequence[Unit], kept: str, kept_units:
         return None
     revealed = Revealed()
     if cfg.history == "agent" and cfg.tuning.revealed_share > 0:
-        # a share of the room the compaction fills, as a render takes a share of its memory's room
-        room = min(int(cfg.tuning.revealed_share * (target - kept_tokens)), cfg.tuning.revealed_tokens)
+        room = min(int(cfg.tuning.revealed_share * mem_cap), cfg.tuning.revealed_tokens, target - kept_tokens)
         shown = set(identifiers_in(kept))  # one pass, not a search per candidate
         revealed = revealed_ledger(index, index.notes_of_units(units[:n_old])).choose(
             n_old, room, recent_text, fixed_text, tokenizer, skip=shown.__contains__)

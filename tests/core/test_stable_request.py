@@ -294,7 +294,7 @@ def test_the_first_render_keeps_the_oldest_units_where_they_were_sent(tokenizer,
     assert reused[True] > reused[False]
 
 
-@pytest.mark.parametrize("budget", [3000, 5000])
+@pytest.mark.parametrize("budget", [2500, 5000])
 def test_a_memory_that_can_grow_no_more_is_compacted_behind_its_leading_records(budget, tokenizer,
                                                                                hashing_embedder):
     """Past its cap the memory keeps its leading record lines as they were sent (a cached prefix)
