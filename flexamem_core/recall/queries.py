@@ -66,16 +66,19 @@ class QueryMaker:
         question = "\n".join(m.text for m in current)
         extra = query or ""
         if cfg.history == "agent" and not question:
-            embedder: Embedder = self._embedder()
             texts = [t for t in (task_words, newest[:QUERY_HEAD_CHARS], extra) if t]
-            vector = normalize(sum(self._embed(texts), np.zeros(embedder.dim, dtype=np.float32)))
+
+            def vector() -> np.ndarray:
+                embedder: Embedder = self._embedder()
+                return normalize(sum(self._embed(texts), np.zeros(embedder.dim, dtype=np.float32)))
+
             focus = focus_of(cfg, window_units, query)
             if focus:
                 return Query(vector, focus, focus, focus)
             return Query(vector, "\n".join(t for t in (newest, extra) if t),
                          "\n".join(t for t in (task_words, newest, extra) if t), "")
         q_text = "\n".join(t for t in (question, extra) if t) or task_words
-        return Query(self._embed([q_text])[0], q_text, q_text, "")
+        return Query(lambda: self._embed([q_text])[0], q_text, q_text, "")
 
     def _embed(self, texts: list[str]) -> np.ndarray:
         """The texts' vectors, each embedded on its own: in a shared call a text is padded to the

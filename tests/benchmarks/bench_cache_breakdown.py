@@ -20,6 +20,7 @@ from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 from flexamem_core import FlexAMem, FlexAMemConfig, InMemoryStore, RuleRecordWriter
+from flexamem_core.host import config_for_budget
 from flexamem_eval.actions import trajectory_targets
 from flexamem_eval.cli import parse_settings
 from flexamem_eval.datasets import load
@@ -32,7 +33,8 @@ def one(item: Any, budget: int, settings: dict[str, Any]) -> dict[str, list[int]
     """Per kind of call: [calls, tokens, uncached, uncached new-step tokens, reused hits, reused]."""
     limit_threads(1)
     env = _env(Spec(dataset="trajectories", budgets=(), methods=(), config={}, embedding_cache=cache_dir(True)))
-    cfg = FlexAMemConfig(**{**env.config.model_dump(), "mode": "auto", "history": "agent", **settings})
+    settings = {**env.config.model_dump(exclude_unset=True), "mode": "auto", "history": "agent", **settings}
+    cfg = config_for_budget(budget, FlexAMemConfig(**settings))  # as the evaluation and the adapters size it
     mem = FlexAMem(cfg, store=InMemoryStore(), tokenizer=env.tokenizer, embedder=env.embedder,
                    writer=RuleRecordWriter(cfg.tuning.record_words, cfg.tuning.merged_record_words))
     meter = PrefixMeter(env)

@@ -40,7 +40,7 @@ planned and why.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -54,7 +54,7 @@ from ..assembly import MemoryRender
 from ..candidates import Candidate, candidates, excerpt_scores, focus_first, old_docs, positions
 from ..piece_recovery import piece_recovery
 from ..timeline import Timeline
-from ..unit_recovery import fit_or_degrade
+from ..unit_recovery import fit_or_degrade, unit_recovery
 from .base import Extension, Plan, RecallCall, RecoveryStrategy, Room
 from .registry import register_strategy
 
@@ -205,7 +205,7 @@ def _planned_cost(note: Note, left: float, cfg: FlexAMemConfig, record: bool) ->
     return 0, "record", 0
 
 
-def agent_candidates(notes: Sequence[Note], index: NamespaceIndex, cfg: FlexAMemConfig, q_vec: np.ndarray,
+def agent_candidates(notes: Sequence[Note], index: NamespaceIndex, cfg: FlexAMemConfig, q_vec: Callable[[], np.ndarray],
                      excerpt_query: str, piece_query: str, focus: str, cap: float, record: bool,
                      rule: AutoRule | None = None, exclude: Sequence[int] = (), stable: bool = False
                      ) -> tuple[list[Candidate], list[dict[str, Any]], Signals, int, int]:
@@ -217,7 +217,10 @@ def agent_candidates(notes: Sequence[Note], index: NamespaceIndex, cfg: FlexAMem
     signals, the tokens planned and the largest excerpt size planned (``E`` if none)."""
     rule = rule or RULE
     skip = set(exclude)
-    sig = signals(notes, index, focus or excerpt_query, "focus" if focus else "newest step", q_vec, cfg, rule)
+    # a cache-stable request plans no concentrated match: its ranking is not made (a pass over
+    # every old piece, and the query's vector, off the agent's path)
+    sig = Signals("focus" if focus else "newest step", 0, 0, 0.0, None, 0) if stable else \
+        signals(notes, index, focus or excerpt_query, "focus" if focus else "newest step", q_vec(), cfg, rule)
     planned: list[Candidate] = []
     rows: list[dict[str, Any]] = []
     need = excerpt = 0
@@ -242,7 +245,7 @@ def agent_candidates(notes: Sequence[Note], index: NamespaceIndex, cfg: FlexAMem
         plan(sig.best_unit, "concentrated match", sig.concentration)
     if stable:
         return planned, rows, sig, need, excerpt or cfg.tuning.excerpt_tokens
-    rest = candidates(q_vec, notes, index, cfg, piece_query)
+    rest = candidates(q_vec(), notes, index, cfg, piece_query)
     taken = {c.pos for c in planned} | skip
     return [*planned, *(c for c in rest if c.pos not in taken)], rows, sig, need, excerpt or cfg.tuning.excerpt_tokens
 
@@ -252,8 +255,8 @@ def _agent_plan(call: RecallCall, room: Room, rule: AutoRule) -> Plan:
     for the step in the room the timeline leaves."""
     cfg, q, notes, index = call.cfg, call.query, call.notes, call.index
     cap = rule.detail_share * room.size_mem
-    cands, rows, sig, need, _ = agent_candidates(notes, index, cfg, q.vector, q.excerpt_text, q.piece_text, q.focus,
-                                                 cap, False, rule, stable=call.stable)
+    cands, rows, sig, need, _ = agent_candidates(notes, index, cfg, lambda: q.vector, q.excerpt_text, q.piece_text,
+                                                 q.focus, cap, False, rule, stable=call.stable)
     # the trace first: the timeline is merged only down to what the planned units need
     target = max(cfg.tuning.timeline_share * room.size_mem, room.size_mem - need)
     # a big newest unit: per-call renders hide the oldest records down to that for this call; a
@@ -268,6 +271,9 @@ def _agent_plan(call: RecallCall, room: Room, rule: AutoRule) -> Plan:
         if call.stable:  # the planned units only: no best pieces after them (module docstring)
             allowance -= max(0, left - need)
             left = min(left, need)
+            if not first:  # the timeline alone: no ranking made, no query embedded
+                return unit_recovery(notes, timeline, [], 0, allowance, index, cfg, call.tokenizer,
+                                     np.zeros(0), in_place_detail=False)
         return piece_recovery(notes, timeline, q.focus or q.piece_text, q.vector, left, allowance, index,
                               call.tokenizer, cfg, first=first)
 
@@ -311,7 +317,7 @@ class AutoRecovery(RecoveryStrategy):
         """The unit a human turn or ``query=`` asks for, raw or as an excerpt, by fit-or-degrade
         (an extension is cache-stable: nothing else is recovered, see the module docstring)."""
         cfg, q, notes, index = call.cfg, call.query, call.notes, call.index
-        cands, planned, sig, need, excerpt = agent_candidates(notes, index, cfg, q.vector, q.excerpt_text,
+        cands, planned, sig, need, excerpt = agent_candidates(notes, index, cfg, lambda: q.vector, q.excerpt_text,
                                                               q.piece_text, q.focus, room, True, self.rule,
                                                               exclude=sorted(shown), stable=True)
         report = {"recovery": "units" if planned else "trace", "planned": planned, "planned_tokens": need,
@@ -319,6 +325,8 @@ class AutoRecovery(RecoveryStrategy):
                          f"added, then within the {room} tokens left the unit asked for (focus match), by "
                          "fit-or-degrade",
                   "signals": sig.report()}
+        if not cands:
+            return Extension(report=report)
         ranges = [index.unit_docs.get(notes[c.pos].unit_key, range(0)) for c in cands]
         scores = excerpt_scores(index, ranges, q.focus or q.excerpt_text, q.vector, cfg)
         return Extension(fit_or_degrade(notes, cands, room, index, cfg, call.tokenizer, scores, lambda pos: 0,

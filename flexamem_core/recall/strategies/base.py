@@ -17,6 +17,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -33,16 +34,23 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Query:
-    """What one call asks, as recovery reads it."""
+    """What one call asks, as recovery reads it. Its vector is embedded when a strategy first
+    reads it: a call whose recovery ranks nothing by meaning (a cache-stable agent request
+    with nothing asked, ``mode="auto"``) puts no model call on the agent's path."""
 
-    #: The query's vector (the one model call of a render).
-    vector: np.ndarray
+    #: Makes the query's vector (the one model call of a render); see :attr:`vector`.
+    embed: Callable[[], np.ndarray]
     #: The words that score the excerpt pieces of a unit.
     excerpt_text: str
     #: The words that score every old piece (seeds, piece recovery).
     piece_text: str
     #: What a human turn or ``query=`` of an agent step asks, in words ("" otherwise).
     focus: str
+
+    @cached_property
+    def vector(self) -> np.ndarray:
+        """The query's vector, embedded on first use."""
+        return self.embed()
 
 
 @dataclass(frozen=True)
