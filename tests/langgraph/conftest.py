@@ -165,9 +165,8 @@ def check_run(received: Sequence[Sequence[BaseMessage]], state: Sequence[BaseMes
     - once the history outgrew the budget, the model got one ``<memory>`` message right after the
       system prompt and the task, and not the full history;
     - the last memory holds the timeline (the first action's path), and the memories of the
-      run recover verbatim detail from tool outputs that are no longer in their call's window
-      (a cache-stable memory keeps what it recovered and adds more only as room allows, so
-      not necessarily in the last call);
+      run show exact strings of tool outputs that are no longer in their call's window (what
+      they revealed, or their text; not necessarily in the last call);
     - nothing of another thread (``other_tag``) appears.
     """
     script = investigation_script(tag)
@@ -207,10 +206,12 @@ def check_run(received: Sequence[Sequence[BaseMessage]], state: Sequence[BaseMes
     assert outputs[0] not in [m.text for m in last], "the oldest tool output left the window"
     text = memory.text
     assert f"{tag}/config/db.yaml" in text, "the timeline keeps the first action"
-    recovered = [line for call in received for shown in memory_messages(call)
-                 for out in outputs for line in out.splitlines()
-                 if len(line) > 40 and line in shown.text and line not in "\n".join(tool_outputs(call))]
-    assert recovered, "memory must recover verbatim detail from outside the window"
+    # exact strings of old tool outputs (their words of 12 characters or more) that the memory
+    # shows while the outputs are out of the call's window: what they revealed, or their text
+    recovered = [word for call in received for shown in memory_messages(call)
+                 for out in outputs if out not in "\n".join(tool_outputs(call))
+                 for word in set(out.split()) if len(word) >= 12 and word in shown.text]
+    assert recovered, "memory must keep exact details of tool outputs outside the window"
     if other_tag is not None:
         assert other_tag not in text and all(other_tag not in m.text for m in last)
     return text

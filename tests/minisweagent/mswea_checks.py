@@ -56,9 +56,16 @@ def assert_valid_structure(sent: Sequence[Mapping[str, Any]], history: Sequence[
     assert plain(sent[0]) == plain(history[0])
     assert plain(sent[1]) == plain(history[1])
     memories = [i for i, m in enumerate(sent) if is_memory_dict(m)]
-    assert memories in ([], [2]), memories
+    assert len(memories) <= 1, memories
+    if memories:  # after the task; a head (the oldest steps, where they were first sent) may come between
+        assert [plain(m) for m in sent[2:memories[0]]] == [plain(m) for m in history[2:memories[0]]]
     assert_pairing(sent)
     assert plain(sent[-1]) == plain(history[-1]) or CUT_MARK in str(sent[-1].get("content"))
+
+
+def memory_index(sent: Sequence[Mapping[str, Any]]) -> int:
+    """Where the memory message is in a request (after the task and any head)."""
+    return next(i for i, m in enumerate(sent) if is_memory_dict(m))
 
 
 def memory_text(message: Mapping[str, Any]) -> str:

@@ -18,7 +18,7 @@ import mswea_fakes as fakes
 import pytest
 import yaml
 from flexamem_minisweagent import is_memory_dict
-from mswea_checks import assert_valid_structure, assert_window_is_tail
+from mswea_checks import assert_valid_structure, assert_window_is_tail, memory_index
 
 HERE = Path(__file__).resolve().parent
 BUDGET = 4000  # swebench.yaml's prompt alone is about 1,500 tokens
@@ -110,5 +110,5 @@ def test_the_model_received_rendered_memories(batch: dict) -> None:
         if any(is_memory_dict(m) for m in sent):
             with_memory += 1
             assert len(sent) < len(history)
-            assert_window_is_tail(sent[3:], history)
+            assert_window_is_tail(sent[memory_index(sent) + 1:], history)
     assert with_memory >= 2 * len(INSTANCES)
