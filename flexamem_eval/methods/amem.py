@@ -96,7 +96,7 @@ class AMem(_Ours):
     step_context = Method.step_context
 
     def fit_step(self, history: Sequence[Message], budget: int, limit: int) -> list[Message]:
-        mem = self.memory("agent")
+        mem = self.memory("agent", budget)  # the units agent_view packs at this budget
         self._ingest(mem, history, final=False)
         view = agent_view(self.env, history, budget, self.shared.setdefault("amem_pack", {}))
         old = {u.key for u in view.old}

@@ -15,6 +15,7 @@ from functools import cached_property
 from typing import Any, ClassVar
 
 from flexamem_core import Embedder, FlexAMemConfig, Message, Tokenizer
+from flexamem_core.host import config_for_budget
 from flexamem_core.model.messages import message_text
 from flexamem_core.request.counting import PER_REQUEST, message_tokens
 from flexamem_core.request.marker import mark
@@ -45,6 +46,12 @@ class Env:
 
             return default_embedder()
         return self.embedder_factory()
+
+    def agent_unit_tokens(self, budget: int) -> int:
+        """The agent unit size at ``budget``: the base config's, capped as the adapters cap it
+        (:func:`flexamem_core.host.config_for_budget`), so every method sees the same units."""
+        return config_for_budget(budget, FlexAMemConfig(**self.config.model_dump(exclude_unset=True))
+                                 ).tuning.agent_unit_tokens
 
     def count(self, messages: Sequence[Message]) -> int:
         """Tokens of a request, counted as the core counts its own renders
@@ -211,6 +218,7 @@ class Method(ABC):
             self.shared["reader_units_ms"] = (time.perf_counter() - t0) * 1000
         return self.shared[key]
 
-    def agent_units(self, rest: Sequence[Message]) -> list[PackedUnit]:
-        """Agent units of the history after the fixed prompt."""
-        return pack_units(rest, "agent", self.env.tokenizer, self.env.config.tuning.agent_unit_tokens)
+    def agent_units(self, rest: Sequence[Message], budget: int) -> list[PackedUnit]:
+        """Agent units of the history after the fixed prompt, of the size every method uses at
+        ``budget`` (:meth:`Env.agent_unit_tokens`)."""
+        return pack_units(rest, "agent", self.env.tokenizer, self.env.agent_unit_tokens(budget))

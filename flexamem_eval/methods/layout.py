@@ -53,19 +53,19 @@ class AgentView:
 def agent_view(env: Env, history: Sequence[Message], budget: int, units_cache: dict) -> AgentView:
     """Split a history at a budget; units are cached by their messages' identity."""
     prefix, rest = split_prefix(history)
-    packed = env_pack(env, rest, units_cache)
+    packed = env_pack(env, rest, units_cache, env.agent_unit_tokens(budget))
     units = chain(packed, "agent")
     n = recent_window([u.tokens for u in units], budget * env.config.tuning.window_share)
     return AgentView(prefix, units, len(units) - n)
 
 
-def env_pack(env: Env, rest: Sequence[Message], cache: dict) -> list[PackedUnit]:
+def env_pack(env: Env, rest: Sequence[Message], cache: dict, unit_tokens: int) -> list[PackedUnit]:
     from flexamem_core.write.units import pack_units
 
-    key = (len(rest), id(rest[-1]) if rest else None)
+    key = (len(rest), id(rest[-1]) if rest else None, unit_tokens)
     if key not in cache:
         cache.clear()
-        cache[key] = pack_units(rest, "agent", env.tokenizer, env.config.tuning.agent_unit_tokens)
+        cache[key] = pack_units(rest, "agent", env.tokenizer, unit_tokens)
     return cache[key]
 
 

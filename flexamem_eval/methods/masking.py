@@ -113,7 +113,7 @@ class Masking(Method):
             context = [*prefix, *mask_steps(steps, keep, self._masked)]
             if self.env.count(context) <= limit:
                 return context
-        units = self.agent_units(rest)
+        units = self.agent_units(rest, budget)
         for drop in range(1, len(units)):
             kept_steps = split_steps([m for u in units[drop:] for m in u.messages])
             body = mask_steps(kept_steps, 0, self._masked)

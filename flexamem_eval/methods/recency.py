@@ -48,7 +48,7 @@ class Truncation(Method):
 
     def fit_step(self, history: Sequence[Message], budget: int, limit: int) -> list[Message]:
         prefix, rest = split_prefix(history)
-        units = self.agent_units(rest)
+        units = self.agent_units(rest, budget)
         kept: list[Message] = []
         for unit in reversed(units):
             candidate = [*unit.messages, *kept]
