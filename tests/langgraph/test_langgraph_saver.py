@@ -1,8 +1,10 @@
 """FlexAMemSaver: a checkpointer that ingests each saved thread into FlexA-Mem.
 
 - LangGraph's own conformance suite (``langgraph-checkpoint-conformance``) passes through the
-  wrapper exactly as it passes on the wrapped saver: InMemorySaver and SQLite, through the async
-  API and the sync one, and a saver with the extended capabilities (copy, prune, delete by run);
+  wrapper exactly as it passes on the wrapped saver: InMemorySaver, SQLite and PostgreSQL
+  (``langgraph-checkpoint-postgres`` on the server of ``.ci/services.sh``, each run in a schema of
+  its own), through the async API and the sync one, and a saver with the extended capabilities
+  (copy, prune, delete by run);
 - a ``create_agent`` run writes the thread's units when each checkpoint is put, before the next
   model call renders, and the model's requests are the same as with a plain InMemorySaver;
 - an ingestion that fails leaves the checkpoint saved and logs one WARNING.
@@ -11,9 +13,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import sqlite3
+import uuid
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from types import SimpleNamespace
 from typing import Any
@@ -35,6 +39,7 @@ from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.store.sqlite import SqliteStore
 
 from flexamem_core import FlexAMem
+from tests.services import postgres_url
 
 # -- the conformance suite -------------------------------------------------------------------
 
@@ -125,14 +130,51 @@ def _sqlite_saver() -> SqliteSaver:
     return SqliteSaver(sqlite3.connect(":memory:", check_same_thread=False))
 
 
-#: name -> (a fresh saver, or a context opening one, inside the running loop; its class; the API the suite calls)
-SAVERS: dict[str, tuple[Callable[[], Any], type[BaseCheckpointSaver], str]] = {
+@contextlib.asynccontextmanager
+async def _postgres_saver(api: str) -> AsyncIterator[BaseCheckpointSaver]:
+    """langgraph-checkpoint-postgres's saver (``PostgresSaver`` for the sync API, else
+    ``AsyncPostgresSaver``) on the test server, in a schema of its own, dropped after."""
+    import psycopg
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+    url = postgres_url()
+    schema = f"saver_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    conninfo = psycopg.conninfo.make_conninfo(url, options=f"-c search_path={schema}")
+    try:
+        if api == "sync":
+            with PostgresSaver.from_conn_string(conninfo) as saver:
+                saver.setup()
+                yield saver
+        else:
+            async with AsyncPostgresSaver.from_conn_string(conninfo) as asaver:
+                await asaver.setup()
+                yield asaver
+    finally:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+def _postgres_class(api: str) -> type[BaseCheckpointSaver]:
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+    return PostgresSaver if api == "sync" else AsyncPostgresSaver
+
+
+#: name -> (a fresh saver, or a context opening one, inside the running loop; its class, or
+#: "postgres" for langgraph-checkpoint-postgres's on the test server; the API the suite calls)
+SAVERS: dict[str, tuple[Callable[[], Any], type[BaseCheckpointSaver] | str, str]] = {
     "InMemorySaver/async": (InMemorySaver, InMemorySaver, "async"),
     "InMemorySaver/sync": (InMemorySaver, InMemorySaver, "sync"),
     "AsyncSqliteSaver/async": (lambda: AsyncSqliteSaver.from_conn_string(":memory:"), AsyncSqliteSaver, "async"),
     "SqliteSaver/sync": (_sqlite_saver, SqliteSaver, "sync"),
     "ExtendedInMemorySaver/async": (ExtendedInMemorySaver, ExtendedInMemorySaver, "async"),
     "ExtendedInMemorySaver/sync": (ExtendedInMemorySaver, ExtendedInMemorySaver, "sync"),
+    "AsyncPostgresSaver/async": (lambda: _postgres_saver("async"), "postgres", "async"),
+    "PostgresSaver/sync": (lambda: _postgres_saver("sync"), "postgres", "sync"),
 }
 
 
@@ -147,7 +189,7 @@ def _implemented(cls: type[BaseCheckpointSaver], api: str) -> set[str]:
 def _conformance(name: str, memory: FlexAMem | None) -> tuple[dict[str, tuple[int, int]], set[str]]:
     """Run the suite on a fresh saver per capability: (passed, failed) per capability run."""
     opener, cls, api = SAVERS[name]
-    capabilities = _implemented(cls, api)
+    capabilities = _implemented(_postgres_class(api) if cls == "postgres" else cls, api)
 
     async def factory() -> AsyncIterator[BaseCheckpointSaver]:
         opened = opener()
@@ -171,6 +213,9 @@ def _conformance(name: str, memory: FlexAMem | None) -> tuple[dict[str, tuple[in
 
 @pytest.mark.parametrize("name", list(SAVERS))
 def test_conformance_suite_passes_through_the_wrapper(name: str, make_mem: Any) -> None:
+    if SAVERS[name][1] == "postgres":
+        pytest.importorskip("langgraph.checkpoint.postgres", reason="langgraph-checkpoint-postgres is not installed")
+        postgres_url()  # skips here (fails under CI=true) when the server is not up
     plain, capabilities = _conformance(name, None)
     wrapped, _ = _conformance(name, make_mem())
     assert set(plain) == capabilities and all(failed == 0 for _, failed in plain.values()), plain

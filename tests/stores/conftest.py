@@ -12,7 +12,6 @@ are skipped with the reason, except under CI=true, where they fail.
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import sys
 import uuid
@@ -20,7 +19,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import pytest
 
@@ -29,43 +27,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from langgraph_backends import LANGGRAPH_SQLITE, langgraph_memory, open_url
 
 from flexamem_core.stores import open_store
-
-DEFAULT_POSTGRES_URL = "postgresql://postgres@127.0.0.1:54329/flexamem_test"
-DEFAULT_CHROMA_URL = "chroma+http://127.0.0.1:58765"
-IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
-
-
-def _unavailable(what: str, why: str) -> None:
-    message = f"{what} not reachable ({why}); start it with `source .ci/services.sh`"
-    if IN_CI:
-        pytest.fail(f"{message} [CI=true: service tests must run]")
-    pytest.skip(message)
-
-
-def postgres_url() -> str:
-    url = os.environ.get("FLEXAMEM_TEST_POSTGRES_URL", DEFAULT_POSTGRES_URL)
-    try:
-        import psycopg
-
-        with psycopg.connect(url, connect_timeout=3) as conn:
-            conn.execute("SELECT 1")
-    except Exception as exc:
-        _unavailable(f"PostgreSQL at {url}", f"{type(exc).__name__}: {exc}".strip()[:200])
-    return url
-
-
-def chroma_url() -> str:
-    url = os.environ.get("FLEXAMEM_TEST_CHROMA_URL", DEFAULT_CHROMA_URL)
-    parts = urlsplit(url)
-    try:
-        import urllib.request
-
-        urllib.request.urlopen(f"http://{parts.hostname}:{parts.port}/api/v2/heartbeat", timeout=3).read()
-        import chromadb  # noqa: F401
-    except Exception as exc:
-        _unavailable(f"Chroma at {url}", f"{type(exc).__name__}: {exc}"[:200])
-    return url
-
+from tests.services import chroma_url, postgres_url
 
 MAX_EXAMPLES = {"memory": 60, "sqlite": 30, "postgres": 15, "chroma": 8, "chroma-http": 8,
                 "langgraph-memory": 40, "langgraph-sqlite": 20}

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import _postgres_dump, postgres_url
+from conftest import _postgres_dump
 
 from flexamem_core.stores import ForgettingStore, NamespaceError
 from flexamem_core.stores.postgres import (
@@ -28,6 +28,7 @@ from flexamem_core.stores.postgres import (
 )
 from flexamem_core.stores.url import StoreURLError
 from flexamem_core.testing.storekit import make_chain, make_merged, make_unit, snapshot
+from tests.services import postgres_url
 
 PoolClosed = pytest.importorskip("psycopg_pool", reason="the postgres extra is not installed").PoolClosed
 

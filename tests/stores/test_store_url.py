@@ -5,7 +5,6 @@ from __future__ import annotations
 import sqlite3
 
 import pytest
-from conftest import chroma_url, postgres_url
 
 from flexamem_core.stores import InMemoryStore, open_store
 from flexamem_core.stores.sqlite import (
@@ -17,6 +16,7 @@ from flexamem_core.stores.sqlite import (
 )
 from flexamem_core.stores.url import StoreURLError
 from flexamem_core.testing.storekit import make_chain
+from tests.services import chroma_url, postgres_url
 
 
 def test_memory_url_gives_a_fresh_store():
