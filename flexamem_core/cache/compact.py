@@ -61,9 +61,9 @@ def compact(index: NamespaceIndex, units: Sequence[Unit], kept: str, kept_units:
     revealed = Revealed()
     if cfg.history == "agent" and cfg.tuning.revealed_share > 0:
         room = min(int(cfg.tuning.revealed_share * mem_cap), cfg.tuning.revealed_tokens, target - kept_tokens)
-        shown = set(identifiers_in(kept))  # one pass, not a search per candidate
+        shown = set(identifiers_in(kept))  # one pass: most candidates shown are passed over without a search
         revealed = revealed_ledger(index, index.notes_of_units(units[:n_old])).choose(
-            n_old, room, recent_text, fixed_text, tokenizer, skip=shown.__contains__)
+            n_old, room, recent_text, fixed_text, tokenizer, skip=shown.__contains__, shown=kept)
     earlier = revealed.earlier_line(lambda pos: index.note(units[pos].key).label, kept_units)
     earlier_line = [earlier] if earlier else []
     timeline = Timeline(index.notes_of_units(units[kept_units:n_old]), index, writer, tokenizer,

@@ -80,8 +80,9 @@ def revealed_lines(index: NamespaceIndex, units: Sequence[Unit], all_units: Sequ
     ledger = revealed_ledger(index, index.notes_of_units(units[:ev.n_old]))
     after = "\n".join(m.text for u in all_units[ev.n_old:] for m in u.messages)
     fixed = "\n".join(m.text for m in layout.fixed)
-    shown = set(identifiers_in(memory_text + "\n" + "\n".join(ev.lines)))  # one pass, not a search per candidate
-    chosen = ledger.choose(ev.n_old, room, after, fixed, tokenizer, skip=shown.__contains__)
+    text = memory_text + "\n" + "\n".join(ev.lines)
+    shown = set(identifiers_in(text))  # one pass: most candidates shown are passed over without a search
+    chosen = ledger.choose(ev.n_old, room, after, fixed, tokenizer, skip=shown.__contains__, shown=text)
     if not chosen.by_unit:
         return ev
     lines, added = list(ev.lines), 0

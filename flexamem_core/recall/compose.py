@@ -44,6 +44,8 @@ class MemoryComposer:
             room = Room(room.a_mem - revealed.tokens, room.size_mem, allowance)
         plan = self.strategy.plan(call, room)
         timeline = self.fitted_timeline(call.index, call.cfg, call.notes, plan.target, room.a_mem, plan.room_for)
+        if revealed is not None:  # chosen again in the room set apart, passing over what the records show
+            revealed = self.revealed(call, revealed.tokens, shown=timeline.records_text()) or revealed
         timeline.revealed = revealed
         mem = plan.recover(timeline)
         calls = timeline.llm_calls
@@ -64,16 +66,17 @@ class MemoryComposer:
             mem.strategy_report = {**plan.report, **(mem.strategy_report or {})}  # what this recovery showed
         return mem
 
-    def revealed(self, call: RecallCall, a_mem: int) -> Revealed | None:
+    def revealed(self, call: RecallCall, a_mem: int, shown: str | None = None) -> Revealed | None:
         """What old steps revealed, within ``revealed_share`` of the memory and ``revealed_tokens``
-        (agent steps only)."""
+        (agent steps only); with ``shown`` (the records of the fitted timeline), within ``a_mem``
+        tokens and not what ``shown`` says already."""
         tuning = call.cfg.tuning
         if call.question or tuning.revealed_share <= 0 or not call.notes:
             return None
         ledger = revealed_ledger(call.index, call.notes)
-        room = min(int(tuning.revealed_share * a_mem), tuning.revealed_tokens)
+        room = min(int(tuning.revealed_share * a_mem), tuning.revealed_tokens) if shown is None else a_mem
         chosen = ledger.choose(len(call.notes), room, call.recent_text, call.fixed_text,
-                               self.tokenizer)
+                               self.tokenizer, shown=shown or "")
         return chosen if chosen.by_unit else None
 
     def fitted_timeline(self, index: NamespaceIndex, cfg: FlexAMemConfig, notes: Sequence[Note], target: float,

@@ -26,6 +26,8 @@ pass over the history.
 
 from __future__ import annotations
 
+import functools
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -115,27 +117,33 @@ class RevealedLedger:
         return n
 
     def choose(self, old: int, room: int, recent_text: str, fixed_text: str, tokenizer: Tokenizer,
-               skip: Callable[[str], bool] | None = None) -> Revealed:
+               skip: Callable[[str], bool] | None = None, shown: str = "") -> Revealed:
         """The best identifiers (module docstring) first printed by old units ``< old`` within
         ``room`` tokens, counted over the first ``old`` notes and the recent text; ``skip``
-        passes over those it is true of (shown already)."""
+        passes over those it is true of (shown already), and so does :func:`conveys` over
+        those ``shown`` (the records they would sit beside) or a chosen one already conveys:
+        ``query.py`` beside ``query.py:12`` spends room and shows nothing more."""
         out = Revealed()
         if room <= 0 or not self.texts:
             return out
         order = self._ranked(old, recent_text, fixed_text)
         intro = self._intro.view
         used, lines = 0, set()
-        chosen: list[int] = []
+        chosen: dict[int, int] = {}  # identifier -> its cost
         for i in order:
-            if skip is not None and skip(self.texts[i]):
+            text = self.texts[i]
+            if skip is not None and skip(text):
                 continue
             cost = self.tokens(i, tokenizer) + 1 + (0 if int(intro[i]) in lines else 4)
-            if used + cost <= room:
-                chosen.append(i)
-                lines.add(int(intro[i]))
-                used += cost
-                if used >= room - 2:
-                    break  # no identifier is shorter than a token and its comma
+            if used + cost > room or conveys(shown, text) or any(conveys(self.texts[c], text) for c in chosen):
+                continue
+            for c in [c for c in chosen if conveys(text, self.texts[c])]:  # this one says them too
+                used -= chosen.pop(c)
+            chosen[i] = cost
+            lines.add(int(intro[i]))
+            used += cost
+            if used >= room - 2:
+                break  # no identifier is shorter than a token and its comma
         for i in sorted(chosen):  # in the order they were first printed
             out.by_unit.setdefault(int(intro[i]), []).append(self.texts[i])
         out.tokens = used
@@ -176,6 +184,20 @@ class RevealedLedger:
             top = np.argpartition(-key, _SORTED)[:_SORTED]
             cand, key = cand[top], key[top]
         return cand[np.lexsort((cand, -key))].tolist()
+
+
+def conveys(text: str, identifier: str) -> bool:
+    """Whether ``text`` shows ``identifier`` whole: as a word of its own, or as the path or
+    name a longer one starts or ends with (``django/db/query.py`` in ``testbed/django/db/query.py:12``),
+    not as the head of another name (``test_1`` in ``test_10``, ``models.Model`` in ``models.ModelForm``)."""
+    if identifier not in text:  # the usual answer, without a pattern
+        return False
+    return _boundary(identifier).search(text) is not None
+
+
+@functools.lru_cache(maxsize=4096)
+def _boundary(identifier: str) -> re.Pattern[str]:
+    return re.compile(rf"(?<![A-Za-z0-9_]){re.escape(identifier)}(?![A-Za-z0-9_])")
 
 
 def revealed_ledger(index: NamespaceIndex, notes: Sequence[Note]) -> RevealedLedger:

@@ -208,6 +208,10 @@ class Timeline:
         """The item's line, with what its units revealed."""
         return item.line + self.revealed.suffix(range(item.start, item.end)) if self.revealed else item.line
 
+    def records_text(self) -> str:
+        """The records this call shows, without what their units revealed."""
+        return "\n".join(it.line for it in self.items if it.start >= self.hidden_until)
+
     def hidden_line(self) -> str:
         """The line that stands for the records hidden this call."""
         line = f"- [{self.hidden_until} earlier units not shown in this call]"

@@ -9,7 +9,7 @@ import pytest
 
 from flexamem_core import FlexAMem, Message
 from flexamem_core.model.schema import Note
-from flexamem_core.recall.revealed import REVEALED_EARLIER, REVEALED_MARK, RevealedLedger
+from flexamem_core.recall.revealed import REVEALED_EARLIER, REVEALED_MARK, RevealedLedger, conveys
 from flexamem_core.write.identifiers import identifiers_in, unit_identifiers
 from tests.conftest import flat_config
 
@@ -134,6 +134,39 @@ def test_what_the_agent_names_ranks_first(tokenizer) -> None:
     assert ledger.choose(2, 7, "", "beta_two", tokenizer).by_unit == {1: ["gamma_three"]}  # in the task
     assert ledger.choose(2, 100, "", "", tokenizer).by_unit == {0: ["alpha_one", "beta_two"], 1: ["gamma_three"]}
     assert not ledger.grow([note(0, ()), note(9, ())])  # another chain: not taken in
+
+
+def test_conveys_a_whole_name_not_the_head_of_another() -> None:
+    assert conveys("see testbed/django/db/query.py:12 now", "django/db/query.py")
+    assert conveys("see testbed/django/db/query.py:12 now", "testbed/django/db/query.py:12")
+    assert conveys("import django.db.models.query", "django.db.models")
+    assert conveys("(helper_fn)", "helper_fn")
+    assert not conveys("run test_10 and test_11", "test_1")
+    assert not conveys("class models.ModelForm", "models.Model")
+    assert not conveys("my_helper_fn()", "helper_fn")
+    assert not conveys("", "helper_fn")
+
+
+def _ledger(*units: tuple[tuple[str, int, int], ...]) -> RevealedLedger:
+    import numpy as np
+    ledger = RevealedLedger()
+    ledger.grow([Note(unit_key=f"u{pos}", record="r", record_tokens=1, keywords=(), tags=(), description="",
+                      embedding=np.zeros(4, dtype=np.float32), links=(), raw_tokens=1, identifiers=ids)
+                 for pos, ids in enumerate(units)])
+    return ledger
+
+
+def test_no_room_goes_to_what_the_records_or_a_longer_identifier_show(tokenizer) -> None:
+    path, line = "src/billing/ledger_sync.py", "src/billing/ledger_sync.py:412"
+    ledger = _ledger(((path, 5, 0), (line, 1, 0), ("reconcile_batch", 2, 0), ("reconcile_batch_v2", 1, 0)), ())
+    both = ledger.choose(1, 200, "", "", tokenizer).by_unit[0]
+    assert line in both and path not in both  # the path and its line, once
+    assert "reconcile_batch" in both and "reconcile_batch_v2" in both  # one does not name the other
+    record = "- [step 1] ran `grep -rn x src/billing/ledger_sync.py:412`"
+    beside = ledger.choose(1, 200, "", "", tokenizer, shown=record)
+    assert beside.by_unit[0] == ["reconcile_batch", "reconcile_batch_v2"]  # the record shows the path already
+    tight = ledger.choose(1, tokenizer.count(path) + 5, "", "", tokenizer)
+    assert tight.by_unit[0] == [path]  # no room for the longer one: the one printed most stays
 
 
 def test_a_second_process_sends_the_same_requests(tokenizer, hashing_embedder, tmp_path) -> None:
