@@ -98,12 +98,14 @@ class FlexAMem:
         """
         history = _as_history(history)
         with self._lock, self._namespaces.open(namespace) as state:
+            # a write with no render to hurry: every vector now
+            self._sync.notes.fill(state, namespace, self.config, wait=True)
             self._sync.pieces.fill(state, namespace, self.config)
             msgs, grew = state.accept(history)
             layout = split_layout(msgs, self.config.history, shared=grew, task=self.config.keep_task)
             body = [*layout.body, *layout.current] if final and layout.current else layout.body
-            written = self._sync.sync(state, namespace, body, self.config, final, progress).written
-            self._sync.pieces.fill(state, namespace, self.config)  # a write with no render to hurry: all of it now
+            written = self._sync.sync(state, namespace, body, self.config, final, progress, defer=False).written
+            self._sync.pieces.fill(state, namespace, self.config)
             self._sync.prefetch(state, self.config)
             return written
 
@@ -122,6 +124,7 @@ class FlexAMem:
         call = self._call(budget, query, extra_tokens)
         cfg = call.cfg
         with self._lock, self._namespaces.open(namespace) as state:
+            self._sync.notes.fill(state, namespace, cfg, wait=cfg.embeds_pieces)
             self._sync.pieces.fill(state, namespace, cfg)
             msgs, grew = state.accept(history)
             if cfg.cache_stable and cfg.history == "agent":
@@ -156,6 +159,7 @@ class FlexAMem:
         msgs.append(Message(role="user", content=question))
         call = self._call(budget, None, 0)
         with self._lock, self._namespaces.open(namespace) as state:
+            self._sync.notes.fill(state, namespace, call.cfg, wait=call.cfg.embeds_pieces)
             self._sync.pieces.fill(state, namespace, call.cfg)
             units = self._sync.stored_chain(state, namespace)
             layout = Layout(msgs[0] if system_prompt else None, (), (), (msgs[-1],))

@@ -1,8 +1,10 @@
 """What the first call over an existing history costs, for ``flexamem bench --first-call``.
 
 A thread loaded from a checkpoint, a chat store or a resumed run reaches the memory with its
-whole history on the first call, and every unit must be written (record, vectors) before the
-request can be rendered. Here each adapter gets such a history once, as its host holds it:
+whole history on the first call, and every unit must be written (its record, and its vectors
+before anything ranks by them: a cache-stable agent step leaves them to the embedder's
+background thread, :mod:`flexamem_core.render.note_fill`) before the request can be rendered.
+Here each adapter gets such a history once, as its host holds it:
 
 - ``minisweagent``: ``FlexAMemModel.render`` on mini-swe-agent's message dicts;
 - ``langchain``: the render the ``create_agent`` middleware makes, on LangChain messages;
@@ -17,7 +19,8 @@ and with ``conversations`` also a conversation, the history its chat preset is f
 file's conversations joined (short turns; as many messages as they have at most), or a
 LongMemEval file's haystacks joined (chat sessions with long assistant answers).
 Each call has a fresh memory and the real model, loaded beforehand, with its vector cache
-emptied.
+emptied. The next call comes at once (no model call between), and the row says how long the
+background thread then still embedded.
 The ``flexamem`` logger's INFO lines during the call are kept: what a host's log shows while
 it waits (the catch-up's announcement, its progress with an estimate, its end).
 """
@@ -168,12 +171,18 @@ def first_call_rows(trajectories: str, sizes: Sequence[int], budget: int, paths:
         seconds, lines = _time_call(call)
         embedded = embedder.calls - calls_before
         next_seconds, _ = _time_call(next_call)
+        by_next = embedder.calls - calls_before - embedded
+        t0 = time.perf_counter()
+        embedder.wait()  # what the background thread still had to embed after the next call
+        background = time.perf_counter() - t0
         row = {"path": path, "history": kind, "messages": len(history), "budget": budget, "seconds": seconds,
-               "texts_embedded": embedded, "next_seconds": next_seconds,
-               "texts_embedded_by_next": embedder.calls - calls_before - embedded, "info_lines": len(lines),
+               "texts_embedded": embedded, "next_seconds": next_seconds, "texts_embedded_by_next": by_next,
+               "background_after_next_seconds": background,
+               "texts_embedded_in_all": embedder.calls - calls_before, "info_lines": len(lines),
                "last_info_line": lines[-1] if lines else "", "load": os.getloadavg()[0]}
         rows.append(row)
         print_fn(f"{path:<13} {kind:<12} {row['messages']:>6} messages  first call {seconds:7.2f} s  "
                  f"texts embedded {embedded:>6}  next call at once {next_seconds:6.2f} s  "
+                 f"then background {background:6.2f} s  texts in all {row['texts_embedded_in_all']:>6}  "
                  f"INFO lines {len(lines):>3}  {row['last_info_line']}")
     return rows

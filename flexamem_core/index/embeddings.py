@@ -21,20 +21,23 @@ default an input of at most :data:`SMALL_INPUT` texts runs on one thread and a l
 ``$FLEXAMEM_EMBED_THREADS``) fixes the count for every input.
 
 :meth:`SentenceTransformerEmbedder.prefetch` embeds texts a later call will ask for (the
-notes of a unit that the next step closes) on a background thread, while the host waits
-for its model; every :meth:`~SentenceTransformerEmbedder.embed` first waits for it, so the
-cache holds what it would have held had the work been done at the later call, whatever the
-background thread's timing: the vectors, and so the renders, are the same.
+notes of a unit that the next step closes, a long catch-up's notes) on a background thread,
+while the host waits for its model; an :meth:`~SentenceTransformerEmbedder.embed` of any text
+not yet cached first waits for it, so the cache holds what it would have held had the work
+been done at the later call, whatever the background thread's timing: the vectors, and so
+the renders, are the same.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import hashlib
 import os
 import threading
 import time
-from collections import OrderedDict
+import weakref
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterator, Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -104,8 +107,12 @@ class SentenceTransformerEmbedder:
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._cache_size = cache_size
         self.calls = 0
+        #: Prefetched inputs not yet embedded, in order, and the thread embedding them.
+        self._queue: deque[Sequence[Callable[[], Sequence[str]]]] = deque()
         self._prefetching: threading.Thread | None = None
-        self._prefetch_lock = threading.Lock()
+        self._prefetch_done = threading.Condition()
+        self._stopping = False
+        _LIVE.add(self)
 
     def _load(self) -> Any:
         with self._lock:
@@ -169,40 +176,76 @@ class SentenceTransformerEmbedder:
         self._encode(["warm up"])
 
     def prefetch(self, *inputs: Callable[[], Sequence[str]]) -> None:
-        """Embed each of ``inputs`` (a callable returning texts; one embedding call each, as
-        the later call will make it) into the cache on a background thread, and return at once.
+        """Queue each of ``inputs`` (a callable returning texts; one embedding call each, as
+        the later call will make it) to be embedded into the cache on a background thread, and
+        return at once.
 
         For work a later call is sure to ask for (see the module docstring); the texts are
-        made on that thread too. One prefetch runs at a time: a new one first waits for the
-        previous. A failure is logged and forgotten: the later call embeds the texts itself."""
-        with self._prefetch_lock:
-            self.wait()
-            thread = threading.Thread(target=self._run_prefetch, args=(inputs,), name="flexamem-prefetch")
-            self._prefetching = thread
-            thread.start()
+        made on that thread too. Queued inputs run one after another in the order queued, so
+        a long catch-up's vectors never hold up the call that queues the next step's: it
+        returns at once. A failure is logged and forgotten: the later call embeds the texts
+        itself."""
+        with self._prefetch_done:
+            self._queue.append(inputs)
+            if self._prefetching is None:
+                # a daemon: a process that ends meanwhile does not wait for vectors it no longer needs
+                thread = threading.Thread(target=self._drain, name="flexamem-prefetch", daemon=True)
+                self._prefetching = thread
+                thread.start()
+
+    def _drain(self) -> None:
+        while True:
+            with self._prefetch_done:
+                if not self._queue or self._stopping:
+                    self._queue.clear()
+                    self._prefetching = None
+                    self._prefetch_done.notify_all()
+                    return
+                inputs = self._queue.popleft()
+            self._run_prefetch(inputs)
 
     def _run_prefetch(self, inputs: Sequence[Callable[[], Sequence[str]]]) -> None:
         try:
             for texts in inputs:
+                if self._stopping:
+                    return
                 self._embed_cached(texts())
         except Exception:  # the call that needs these vectors embeds them itself, and raises there
             logger.warning("prefetching embeddings failed; the next call embeds them", exc_info=True)
 
     def wait(self) -> None:
-        """Wait for a prefetch in progress (every :meth:`embed` does)."""
-        thread = self._prefetching
-        if thread is not None and thread is not threading.current_thread():
-            thread.join()
-            if self._prefetching is thread:  # not a newer one started meanwhile
-                self._prefetching = None
+        """Wait until every prefetched input is embedded (an :meth:`embed` of a text not yet
+        cached does)."""
+        with self._prefetch_done:
+            while self._prefetching is not None and self._prefetching is not threading.current_thread():
+                self._prefetch_done.wait()
+
+    def stop(self) -> None:
+        """Drop the prefetched inputs not yet started and wait for the one running (at exit:
+        the thread is a daemon, and one killed inside torch aborts the process)."""
+        self._stopping = True
+        self.wait()
+        self._stopping = False
+
+    def cached(self, texts: Sequence[str]) -> np.ndarray | None:
+        """The vectors of ``texts`` if every one is in the cache (no wait, no model call), else None."""
+        rows = [self._cache.get(_text_key(t)) for t in texts]
+        if any(r is None for r in rows):
+            return None
+        return np.stack(rows) if rows else np.zeros((0, self.dim), dtype=np.float32)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """Unit-norm float32 embeddings, one row per text (cached by content)."""
+        """Unit-norm float32 embeddings, one row per text (cached by content). Texts all in the
+        cache are read at once; otherwise the background work is waited for first, so the
+        cache holds what it would have had the work been done here."""
+        found = self.cached(texts)
+        if found is not None:
+            return found
         self.wait()
         return self._embed_cached(texts)
 
     def _embed_cached(self, texts: Sequence[str]) -> np.ndarray:
-        keys = [hashlib.blake2b(t.encode("utf-8", "replace"), digest_size=16).hexdigest() for t in texts]
+        keys = [_text_key(t) for t in texts]
         missing = sorted({k: t for k, t in zip(keys, texts) if k not in self._cache}.items(),
                          key=lambda kv: len(kv[1]))
         if missing:
@@ -219,6 +262,21 @@ class SentenceTransformerEmbedder:
                 vec = self._embed_cached([texts[i]])[0]
             out[i] = vec
         return out
+
+
+#: Every embedder of the process, stopped at exit (:meth:`SentenceTransformerEmbedder.stop`).
+_LIVE: weakref.WeakSet[SentenceTransformerEmbedder] = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_all() -> None:
+    for embedder in list(_LIVE):
+        embedder.stop()
+
+
+def _text_key(text: str) -> str:
+    """The cache key of a text: its content's digest."""
+    return hashlib.blake2b(text.encode("utf-8", "replace"), digest_size=16).hexdigest()
 
 
 #: Serialises the embedders' changes of torch's (process-wide) thread count.

@@ -7,7 +7,7 @@ no render rescans the history.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import repeat
 from typing import Any
@@ -172,16 +172,19 @@ class NamespaceIndex:
     pieces carry none), by its note's vector. Only the own vectors are kept, as rows of one
     float32 matrix: a piece without one costs no row to hold, save or read back, and its
     cosine is its note's, from the product over the note vectors.
+
+    A note may be indexed before its vector is made (a long catch-up's, embedded after the
+    call: :mod:`flexamem_core.render.note_fill`): it is *pending*, its row is zeros and it
+    has no links. Every read of the vectors or links first calls :attr:`fill_pending`, which
+    makes them, so nothing is ever ranked by a missing vector.
     """
 
     def __init__(self, store: Store, namespace: str, k1: float = 1.2, b: float = 0.75,
                  dim: int = 384) -> None:
-        self.store = store
-        self.namespace = namespace
+        self.store, self.namespace = store, namespace
         self.notes: list[Note] = []
         self.position: dict[str, int] = {}
-        self._vectors = np.zeros((0, dim), dtype=np.float32)
-        self._n = 0
+        self._vectors, self._n = np.zeros((0, dim), dtype=np.float32), 0
         self.back_links: dict[str, set[str]] = {}
         self.bm25 = BM25Index(k1, b)
         self.doc_unit: list[str] = []
@@ -221,6 +224,9 @@ class NamespaceIndex:
         self.records_counted = 0
         self._saved_lines: dict[tuple[int, int, str], int] = {}
         self._saved_lines_by = ""
+        #: Positions of the pending notes (class docstring), and what makes their vectors.
+        self.pending: list[int] = []
+        self.fill_pending: Callable[[], None] | None = None
         self.load()
 
     def load(self) -> None:
@@ -350,14 +356,16 @@ class NamespaceIndex:
 
     def save_due(self) -> bool:
         """Whether the notes indexed since the last snapshot call for a new one: every 1/32
-        of growth, so saving costs O(1) per unit written and a reopen indexes at most ~3%."""
+        of growth, so saving costs O(1) per unit written and a reopen indexes at most ~3%.
+        Never while notes are pending: a snapshot holds the vectors of the notes it covers."""
         grown = len(self.notes) - self.saved_covers
-        return isinstance(self.store, IndexSnapshots) and grown >= max(32, len(self.notes) // 32)
+        return isinstance(self.store, IndexSnapshots) and not self.pending \
+            and grown >= max(32, len(self.notes) // 32)
 
     def save(self, tokenizer: str = "") -> None:
         """Store a snapshot of this index (a store without the capability keeps none), with
         the token counts of the timeline lines built so far if ``tokenizer`` names their counter."""
-        if not isinstance(self.store, IndexSnapshots) or not self.notes:
+        if not isinstance(self.store, IndexSnapshots) or not self.notes or self.pending:
             return
         arrays = self.bm25.export()
         if tokenizer:
@@ -425,10 +433,13 @@ class NamespaceIndex:
         for target in note.links:
             self.back_links.setdefault(target, set()).add(note.unit_key)
 
-    def add(self, note: Note, pieces: Sequence[Piece]) -> None:
-        """Index a newly written note and its pieces."""
+    def add(self, note: Note, pieces: Sequence[Piece], pending: bool = False) -> None:
+        """Index a newly written note and its pieces (``pending``: its vector is made later,
+        :meth:`set_vector`; the note's embedding is a row of zeros until then)."""
         if note.unit_key in self.position:
             return
+        if pending:
+            self.pending.append(len(self.notes))
         dim = np.asarray(note.embedding).size
         own_vectors = [np.asarray(p.embedding, dtype=np.float32).reshape(-1) if p.embedding is not None else None
                        for p in pieces]
@@ -447,8 +458,41 @@ class NamespaceIndex:
             self._piece_vectors.extend(np.stack([v for _, v in own]))
             self._own_docs.extend(doc for doc, _ in own)
 
+    def set_vector(self, note: Note) -> None:
+        """A pending note's vector and links, made after it was indexed (the note as stored)."""
+        pos = self.position[note.unit_key]
+        old = self.notes[pos]
+        vec = np.asarray(note.embedding, dtype=np.float32).reshape(-1)
+        if len(vec) != self._vectors.shape[1]:
+            if len(self.pending) < self._n:
+                raise ValueError(f"embedding dimension {len(vec)} != index dimension "
+                                 f"{self._vectors.shape[1]} in namespace {self.namespace!r}")
+            self._vectors = np.zeros((len(self._vectors), len(vec)), dtype=np.float32)  # only stand-ins so far
+        self._vectors[pos] = vec
+        self.notes[pos] = note
+        for target in old.links:
+            self.back_links.get(target, set()).discard(old.unit_key)
+        for target in note.links:
+            self.back_links.setdefault(target, set()).add(note.unit_key)
+        self.pending.remove(pos)
+        # the kept products read the old rows
+        self._last_cosines = self._last_note_cosines = self._last_ranks = self._last_note_ranks = None
+
+    def ready(self) -> None:
+        """Make the pending notes' vectors, where any (before every read of vectors or links)."""
+        if self.pending and self.fill_pending is not None:
+            self.fill_pending()
+        if self.pending:
+            raise RuntimeError(f"namespace {self.namespace!r}: {len(self.pending)} notes still have no vector")
+
+    @property
+    def note_dim(self) -> int:
+        """The dimension of the note vectors indexed so far (0 before the first)."""
+        return int(self._vectors.shape[1]) if self._n else 0
+
     @property
     def vectors(self) -> np.ndarray:
+        self.ready()
         return self._vectors[: self._n]
 
     def note(self, key: str) -> Note:
@@ -467,14 +511,19 @@ class NamespaceIndex:
             return self.notes[:len(units)]
         return [self.note(u.key) for u in units]
 
-    def nearest(self, vec: np.ndarray, k: int) -> list[str]:
-        """Keys of the ``k`` notes with the highest cosine to ``vec`` (ties: earlier first)."""
-        if k <= 0 or self._n == 0:
+    def nearest(self, vec: np.ndarray, k: int, before: int | None = None) -> list[str]:
+        """Keys of the ``k`` notes with the highest cosine to ``vec`` (ties: earlier first),
+        among the first ``before`` notes (all with None): the links of a note written at that
+        position, whose earlier notes all have their vectors."""
+        n = self._n if before is None else min(before, self._n)
+        if k <= 0 or n == 0:
             return []
-        return [self.notes[int(i)].unit_key for i in top_k(row_dots(self.vectors, vec), k)]
+        rows = self.vectors[:n] if before is None else self._vectors[:n]
+        return [self.notes[int(i)].unit_key for i in top_k(row_dots(rows, vec), k)]
 
     def links_of(self, key: str) -> set[str]:
         """Both directions of the links of a note."""
+        self.ready()
         out = set(self.back_links.get(key, ()))
         if key in self.position:
             out.update(self.note(key).links)
@@ -551,6 +600,7 @@ class NamespaceIndex:
         """Every note's cosine with ``q_vec`` (read-only): one product over the note matrix per
         query, kept, keyed by the vector, the matrix and its row count: the seeds and the piece
         cosines of one render read the same product instead of making it twice."""
+        self.ready()
         last = self._last_note_cosines
         if last is not None and last[1] is self._vectors and last[2] == self._n and np.array_equal(last[0], q_vec):
             return last[3]

@@ -53,13 +53,15 @@ def warm_in_background(get_embedder: Any, name: str = "flexamem-warm") -> thread
 
 
 @contextlib.contextmanager
-def catch_up(n_units: int, namespace: str, progress: Any = None) -> Iterator[Any]:
+def catch_up(n_units: int, namespace: str, progress: Any = None, deferred: bool = False) -> Iterator[Any]:
     """The progress object for writing ``n_units`` notes: the caller's, a tqdm bar for a long
-    catch-up (disabled when stderr is not a terminal, so logs stay clean), or None."""
+    catch-up (disabled when stderr is not a terminal, so logs stay clean), or None.
+    ``deferred``: the notes' vectors are made after the call (:mod:`flexamem_core.render.note_fill`)."""
     if progress is not None or n_units < CATCH_UP_BAR_UNITS:
         yield progress
         return
-    logger.info("namespace %s: writing notes for %d units not yet stored", namespace, n_units)
+    logger.info("namespace %s: writing notes for %d units not yet stored%s", namespace, n_units,
+                " (their vectors are embedded in the background after this call)" if deferred else "")
     start = time.perf_counter()
     with tqdm(total=n_units, desc=f"flexamem: notes for {namespace}", unit="unit", disable=None,
               leave=False) as bar:

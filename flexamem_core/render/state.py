@@ -22,7 +22,7 @@ from ..model.protocols import Store, Tokenizer
 from ..model.schema import Piece, Unit
 from ..recall.timeline import count_record_lines
 from ..stores import check_namespace
-from ..write.notes import EmbeddingInput
+from ..write.notes import EmbeddingInput, PendingNotes
 from ..write.units import PackedUnit
 from .collector import collector_paused, freeze_bulk
 
@@ -59,6 +59,10 @@ class NamespaceState:
     #: Units this process wrote without their pieces' vectors, with those pieces, until the
     #: next call fills them (:mod:`.piece_fill`).
     unfilled: list[tuple[str, list[Piece]]] = field(default_factory=list)
+    #: Batches of notes indexed without their vectors, not yet stored, in write order, and how
+    #: many of them the background thread has been given (:mod:`.note_fill`).
+    backlog: list[PendingNotes] = field(default_factory=list)
+    backlog_queued: int = 0
 
     def accept(self, history: Sequence[Message | Mapping[str, Any]]) -> tuple[list[Message], bool]:
         """The call's history as the namespace's own copy, and whether that copy only grew

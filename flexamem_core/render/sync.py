@@ -36,6 +36,7 @@ from ..write.units import (
 )
 from ..write.writers import RuleRecordWriter
 from .collector import collector_paused, freeze_bulk
+from .note_fill import NoteFill, defers_notes
 from .piece_fill import PieceFill, defers_pieces
 from .state import Namespaces, NamespaceState
 
@@ -58,15 +59,17 @@ class Sync:
                  writer: RecordWriter) -> None:
         self.namespaces, self.tokenizer, self.embedder, self.writer = namespaces, tokenizer, embedder, writer
         self.pieces = PieceFill(namespaces, embedder)
+        self.notes = NoteFill(namespaces, tokenizer, embedder, writer)
 
     @property
     def store(self) -> Store:
         return self.namespaces.store
 
     def sync(self, state: NamespaceState, namespace: str, body: Sequence[Message], cfg: FlexAMemConfig,
-             final: bool = False, progress: Any = None) -> Synced:
+             final: bool = False, progress: Any = None, defer: bool = True) -> Synced:
         """Match ``body`` against the stored chain, pack the rest, write the complete units
-        (``final``: the open one too)."""
+        (``final``: the open one too; ``defer``: a long catch-up's note vectors may be made
+        after the call, :mod:`.note_fill`)."""
         on_history = isinstance(body, MessagesView) and body.over(state.history)
         matched, i = self._match_known(state, body, on_history and state.chain_on_history)
         state.chain_on_history = False
@@ -74,9 +77,14 @@ class Sync:
         i = self._match_stored(state, namespace, body, matched, i, cfg.history)
         new_units, tail = self._pack(body[i:], matched, cfg, final)
         unfilled = state.unfilled if defers_pieces(cfg, self.store, len(new_units)) else None
-        with catch_up(len(new_units), namespace, progress) as bar:
-            written = NoteWriter(cfg, self.tokenizer, self.embedder(), self.writer).write(
-                self.store, state.index, new_units, bar, state.prefetched, unfilled) if new_units else 0
+        embedder = self.embedder()
+        deferred = None
+        if new_units and defer and defers_notes(state, embedder, len(new_units)):
+            deferred = state.backlog
+            self.notes.attach(state, namespace, cfg)
+        with catch_up(len(new_units), namespace, progress, deferred is not None) as bar:
+            written = NoteWriter(cfg, self.tokenizer, embedder, self.writer).write(
+                self.store, state.index, new_units, bar, state.prefetched, unfilled, deferred) if new_units else 0
         if written:
             state.version = self.namespaces.version(namespace)  # our own writes (a racing one shows next time)
             if state.index.save_due():
@@ -100,8 +108,8 @@ class Sync:
         Only with the rule writer: its records cost nothing, where an LLM writer's would be
         asked for twice (records are not cached, vectors are). ``also``: other inputs to embed
         after it (the task's query text). Before them all, the vectors of the pieces this call
-        left without (:mod:`.piece_fill`). Embedders without ``prefetch`` embed at the next
-        call, as before."""
+        left without (:mod:`.piece_fill`), and before those the notes' (:mod:`.note_fill`).
+        Embedders without ``prefetch`` embed at the next call, as before."""
         closing, state.closing = state.closing, None
         embedder = self.embedder()
         prefetch = getattr(embedder, "prefetch", None)
@@ -111,6 +119,7 @@ class Sync:
         if state.unfilled:
             pending = PieceFill.pending_texts(state)
             inputs.insert(0, lambda: pending)
+        backlog = self.notes.queue(state)  # the notes' vectors first: later calls finish them in order
         if closing is not None and isinstance(self.writer, RuleRecordWriter):
             packed, parent = closing
             unit = to_unit(packed, cfg.history, parent)
@@ -122,6 +131,7 @@ class Sync:
                     state.prefetched = made  # its records and pieces: the write need not make them again
                     return made.texts
                 inputs.insert(0, texts)
+        inputs[:0] = backlog
         if inputs:
             prefetch(*inputs)
 

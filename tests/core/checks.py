@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 import re
+import threading
+import time
 
 from flexamem_core import Message
+from flexamem_core.index.embeddings import SentenceTransformerEmbedder
 
 
 def pairing_problem(messages: list[Message]) -> str | None:
@@ -115,3 +118,27 @@ class CountingEmbedder:
         self.calls.append(len(texts))
         self.texts.extend(texts)
         return self.inner.embed(texts)
+
+
+class RecordingEmbedder(SentenceTransformerEmbedder):
+    """The real model, recording which texts reach it and on which thread (``delay``: the
+    background work slowed down on purpose, before it starts)."""
+
+    def __init__(self, shared: SentenceTransformerEmbedder, delay: float = 0.0, prefetching: bool = True) -> None:
+        super().__init__(precision="float32")
+        self._model, self.dim = shared._load(), shared.dim  # one loaded model for every test
+        self.delay, self.prefetching = delay, prefetching
+        self.encoded: list[tuple[str, str]] = []
+
+    def _encode(self, texts):
+        self.encoded += [(threading.current_thread().name, t) for t in texts]
+        return super()._encode(texts)
+
+    def _run_prefetch(self, texts):
+        time.sleep(self.delay)
+        super()._run_prefetch(texts)
+
+    def __getattribute__(self, name):
+        if name == "prefetch" and not object.__getattribute__(self, "prefetching"):
+            raise AttributeError(name)  # an embedder without prefetch, as a user's may be
+        return object.__getattribute__(self, name)

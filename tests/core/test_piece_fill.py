@@ -13,7 +13,7 @@ import pytest
 from flexamem_core import FlexAMem, FlexAMemConfig
 from flexamem_core.config import Tuning
 from flexamem_core.stores.sqlite import SQLiteStore
-from tests.core.test_prefetch import RecordingEmbedder
+from tests.core.checks import RecordingEmbedder
 
 CONFIG = FlexAMemConfig(budget=700, history="reader", tuning=Tuning(reader_unit_tokens=160, piece_tokens=40))
 PLACES = ["the attic", "the garage", "the blue box", "my office", "the shed", "the car", "the kitchen drawer"]

@@ -8,46 +8,20 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 import time
 
 import numpy as np
 
 from flexamem_core import FlexAMem, FlexAMemConfig
 from flexamem_core.config import Tuning
-from flexamem_core.index.embeddings import SentenceTransformerEmbedder
 from flexamem_core.model.messages import as_messages
 from flexamem_core.request.tokens import default_tokenizer
 from flexamem_core.write.units import closes_as_is, pack_units
 from flexamem_core.write.writers import LLMRecordWriter, RuleRecordWriter
-from tests.core.checks import steps
+from tests.core.checks import RecordingEmbedder, steps
 
 TASK = "Fix the failing test in notes.py"
 CONFIG = FlexAMemConfig(budget=1500, tuning=Tuning(agent_unit_tokens=300))
-
-
-class RecordingEmbedder(SentenceTransformerEmbedder):
-    """The real model, recording which texts reach it and on which thread (``delay``: the
-    background work slowed down on purpose, before it starts)."""
-
-    def __init__(self, shared: SentenceTransformerEmbedder, delay: float = 0.0, prefetching: bool = True) -> None:
-        super().__init__(precision="float32")
-        self._model, self.dim = shared._load(), shared.dim  # one loaded model for every test
-        self.delay, self.prefetching = delay, prefetching
-        self.encoded: list[tuple[str, str]] = []
-
-    def _encode(self, texts):
-        self.encoded += [(threading.current_thread().name, t) for t in texts]
-        return super()._encode(texts)
-
-    def _run_prefetch(self, texts):
-        time.sleep(self.delay)
-        super()._run_prefetch(texts)
-
-    def __getattribute__(self, name):
-        if name == "prefetch" and not object.__getattribute__(self, "prefetching"):
-            raise AttributeError(name)  # an embedder without prefetch, as a user's may be
-        return object.__getattribute__(self, name)
 
 
 def _history(n: int) -> list[dict]:
