@@ -159,7 +159,7 @@ class FlexAMem:
         msgs.append(Message(role="user", content=question))
         call = self._call(budget, None, 0)
         with self._lock, self._namespaces.open(namespace) as state:
-            self._sync.notes.fill(state, namespace, call.cfg, wait=call.cfg.embeds_pieces)
+            self._sync.notes.fill(state, namespace, call.cfg, wait=True)  # the stored chain, ranked by vector
             self._sync.pieces.fill(state, namespace, call.cfg)
             units = self._sync.stored_chain(state, namespace)
             layout = Layout(msgs[0] if system_prompt else None, (), (), (msgs[-1],))

@@ -114,3 +114,12 @@ def test_the_log_says_the_vectors_follow(shared, caplog):
     with caplog.at_level(logging.INFO, logger="flexamem"):
         mem.render(_history(LONG))
     assert "embedded in the background" in caplog.text
+
+
+def test_a_question_over_the_stored_history_finishes_the_notes_first(shared):
+    mem = FlexAMem(CONFIG, embedder=RecordingEmbedder(shared, delay=1.0))
+    mem.render(_history(LONG))
+    assert mem.state().index.pending
+    out = mem.render_question("Which step printed note 3?")
+    assert mem.state().index.pending == [] and len(_stored(mem)) == len(mem.state().index.notes)
+    assert out.messages[-1].content == "Which step printed note 3?"
