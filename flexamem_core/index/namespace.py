@@ -461,7 +461,6 @@ class NamespaceIndex:
     def set_vector(self, note: Note) -> None:
         """A pending note's vector and links, made after it was indexed (the note as stored)."""
         pos = self.position[note.unit_key]
-        old = self.notes[pos]
         vec = np.asarray(note.embedding, dtype=np.float32).reshape(-1)
         if len(vec) != self._vectors.shape[1]:
             if len(self.pending) < self._n:
@@ -469,9 +468,7 @@ class NamespaceIndex:
                                  f"{self._vectors.shape[1]} in namespace {self.namespace!r}")
             self._vectors = np.zeros((len(self._vectors), len(vec)), dtype=np.float32)  # only stand-ins so far
         self._vectors[pos] = vec
-        self.notes[pos] = note
-        for target in old.links:
-            self.back_links.get(target, set()).discard(old.unit_key)
+        self.notes[pos] = note  # a pending note has no links to take back
         for target in note.links:
             self.back_links.setdefault(target, set()).add(note.unit_key)
         self.pending.remove(pos)

@@ -6,7 +6,7 @@ Each is a small ``typing.Protocol``; the defaults live in their own modules
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -36,6 +36,25 @@ class Embedder(Protocol):
     dim: int
 
     def embed(self, texts: Sequence[str]) -> np.ndarray: ...
+
+
+@runtime_checkable
+class BackgroundEmbedder(Protocol):
+    """Optional embedder capability: texts queued to be embedded on a background thread while
+    the host waits for its model (``prefetch``: each input a callable returning texts, one
+    embedding call each), and the vectors of texts already embedded read without waiting
+    (``cached``: None unless every one is)."""
+
+    def prefetch(self, *inputs: Callable[[], Sequence[str]]) -> None: ...
+
+    def cached(self, texts: Sequence[str]) -> np.ndarray | None: ...
+
+
+def as_background(embedder: object) -> BackgroundEmbedder | None:
+    """The embedder if this instance offers both methods (looked up on the instance, as a
+    wrapper may hide them), else None."""
+    ok = callable(getattr(embedder, "prefetch", None)) and callable(getattr(embedder, "cached", None))
+    return embedder if ok else None  # type: ignore[return-value]
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING
 from ..index.namespace import NamespaceIndex
 from ..model.protocols import RecordWriter, Tokenizer
 from ..model.schema import Note
-from ..write.writers import RuleRecordWriter
 from .assembly import MemoryRender, memory_wrapper_tokens
 from .revealed import Revealed, revealed_ledger
 from .strategies.base import RecallCall, RecoveryStrategy, Room
@@ -43,8 +42,6 @@ class MemoryComposer:
         revealed = self.revealed(call, room.a_mem)
         if revealed is not None:  # its room is set apart before the timeline is sized
             room = Room(room.a_mem - revealed.tokens, room.size_mem, allowance)
-        if call.question:
-            self._merge_while_embedding(call, room)
         plan = self.strategy.plan(call, room)
         timeline = self.fitted_timeline(call.index, call.cfg, call.notes, plan.target, room.a_mem, plan.room_for)
         if revealed is not None:  # chosen again in the room set apart, passing over what the records show
@@ -68,18 +65,6 @@ class MemoryComposer:
         if plan.report is not None:
             mem.strategy_report = {**plan.report, **(mem.strategy_report or {})}  # what this recovery showed
         return mem
-
-    def _merge_while_embedding(self, call: RecallCall, room: Room) -> None:
-        """A question's vector is the one model call of its render (about 20 ms on a CPU core),
-        and the plan needs it first. Made on the embedder's background thread, it leaves this
-        one free to merge the timeline meanwhile to the share it usually takes (``rho``: merges
-        are kept, so the timeline the plan then asks for reuses them), on the machine's second
-        core. Only with merges that cost no LLM call (``llm_calls`` stays 0); the request is the
-        same either way."""
-        notes = call.notes
-        if notes and isinstance(self.writer, RuleRecordWriter) and \
-                call.index.is_prefix(notes[0].unit_key, notes[-1].unit_key, len(notes)) and call.query.begin():
-            self.timeline(call.index, call.cfg, call.notes, call.cfg.tuning.timeline_share * room.size_mem)
 
     def revealed(self, call: RecallCall, a_mem: int, shown: str | None = None) -> Revealed | None:
         """What old steps revealed, within ``revealed_share`` of the memory and ``revealed_tokens``

@@ -78,21 +78,7 @@ class QueryMaker:
             return Query(vector, "\n".join(t for t in (newest, extra) if t),
                          "\n".join(t for t in (task_words, newest, extra) if t), "")
         q_text = "\n".join(t for t in (question, extra) if t) or task_words
-        return Query(lambda: self._embed([q_text])[0], q_text, q_text, "", start=lambda: self._start([q_text]))
-
-    def _start(self, texts: list[str]) -> bool:
-        """Queue the texts :meth:`_embed` would embed, each alone as it does, on the embedder's
-        background thread, unless they are kept or cached; returns whether any was queued."""
-        if self._last is not None and self._last[0] == tuple(texts):
-            return False
-        embedder = self._embedder()
-        prefetch, cached = getattr(embedder, "prefetch", None), getattr(embedder, "cached", None)
-        if not callable(prefetch) or not callable(cached):
-            return False
-        todo = [t for t in texts if cached([t]) is None]
-        if todo:
-            prefetch(*[(lambda t=t: [t]) for t in todo])
-        return bool(todo)
+        return Query(lambda: self._embed([q_text])[0], q_text, q_text, "")
 
     def _embed(self, texts: list[str]) -> np.ndarray:
         """The texts' vectors, each embedded on its own: in a shared call a text is padded to the

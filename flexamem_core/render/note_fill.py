@@ -19,7 +19,7 @@ notes are bit for bit those an immediate write stores, whatever the thread's tim
 call finishes the batches the thread has embedded (no wait); a read of any vector or link
 finishes the rest first (:meth:`~flexamem_core.index.namespace.NamespaceIndex.ready`), and
 so does ``ingest``, a write with no render to hurry. Embedders without a background thread
-(``prefetch``) write at once, as before.
+(no :class:`~flexamem_core.model.protocols.BackgroundEmbedder`) write at once.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..logs import logger
-from ..model.protocols import Embedder, RecordWriter, Tokenizer
+from ..model.protocols import Embedder, RecordWriter, Tokenizer, as_background
 from ..write.notes import NoteWriter, PendingNotes
 
 if TYPE_CHECKING:
@@ -49,8 +49,7 @@ def defers_notes(state: NamespaceState, embedder: Embedder, n_units: int) -> boo
     """Whether a write of ``n_units`` leaves its notes' vectors to after the call: a long
     catch-up, or any write behind one not yet finished, with an embedder that can work in the
     background."""
-    return (n_units >= DEFER_UNITS or bool(state.backlog)) and callable(getattr(embedder, "prefetch", None)) \
-        and callable(getattr(embedder, "cached", None))
+    return (n_units >= DEFER_UNITS or bool(state.backlog)) and as_background(embedder) is not None
 
 
 class NoteFill:
@@ -84,7 +83,9 @@ class NoteFill:
         done = 0
         while state.backlog:
             batch = state.backlog[0]
-            vectors = embedder.embed(batch.texts) if wait else _cached(embedder, batch)
+            background = as_background(embedder)
+            vectors = embedder.embed(batch.texts) if wait else \
+                background.cached(batch.texts) if background is not None else None
             if vectors is None:
                 break
             self._finish(writer, state, batch, vectors)
@@ -102,9 +103,3 @@ class NoteFill:
         for unit, note, pieces, vec in zip(batch.units, batch.notes, batch.pieces, vectors):
             note = dataclasses.replace(note, embedding=np.array(vec, dtype=np.float32))
             writer.finish(store, index, unit, note, pieces)
-
-
-def _cached(embedder: Embedder, batch: PendingNotes) -> np.ndarray | None:
-    """The batch's vectors if the background thread has made them all, else None."""
-    cached = getattr(embedder, "cached", None)
-    return cached(batch.texts) if callable(cached) else None

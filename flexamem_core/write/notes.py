@@ -89,8 +89,7 @@ class NoteWriter:
         new = 0
         for start in range(0, len(todo), 16):
             batch = todo[start:start + 16]
-            made = ready if unfilled is None and deferred is None and ready is not None \
-                and ready.keys == tuple(u.key for u in batch) \
+            made = ready if unfilled is None and ready is not None and ready.keys == tuple(u.key for u in batch) \
                 else self.embedding_input(batch, with_pieces=unfilled is None and deferred is None)
             if deferred is not None:
                 deferred.append(self._defer(index, batch, made, unfilled))

@@ -20,7 +20,7 @@ TASK = "Fix the failing test in notes.py"
 CONFIG = FlexAMemConfig(budget=1500, tuning=Tuning(agent_unit_tokens=300))
 
 
-def _history(n: int, start: int = 0) -> list[dict]:
+def _history(n: int) -> list[dict]:
     return [{"role": "system", "content": "You are a shell agent."}, {"role": "user", "content": TASK},
             *steps(n, size=60)]
 

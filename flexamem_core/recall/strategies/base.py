@@ -46,20 +46,11 @@ class Query:
     piece_text: str
     #: What a human turn or ``query=`` of an agent step asks, in words ("" otherwise).
     focus: str
-    #: Starts embedding the vector on the embedder's background thread; returns whether it did
-    #: (None: the embedder has no such thread).
-    start: Callable[[], bool] | None = None
 
     @cached_property
     def vector(self) -> np.ndarray:
         """The query's vector, embedded on first use."""
         return self.embed()
-
-    def begin(self) -> bool:
-        """Start making the vector off this thread, where it is not made yet: the caller does
-        other work meanwhile, and :attr:`vector` then reads it (the same vector: each text is
-        embedded alone either way). Returns whether anything was started."""
-        return "vector" not in self.__dict__ and self.start is not None and self.start()
 
 
 @dataclass(frozen=True)
